@@ -1,0 +1,116 @@
+// Lowers one PrimFunc (kernel or host function) to the body of an LLVM function. The emitter is
+// split by concern: emit_expr.cc (PrimExpr -> value), emit_stmt.cc (Stmt -> control flow),
+// emit_host.cc (the kiln.* intrinsics of host functions and calls to kernels).
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/codegen/math_library.h"
+#include "compiler/ir/graph.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Module.h"
+
+namespace kiln::codegen {
+
+using arith::Buffer;
+using arith::DataType;
+using arith::ExprNode;
+using arith::PrimExpr;
+using ir::Stmt;
+using ir::StmtNode;
+
+// The LLVM type of a `dtype` value in registers (bool is i1, handle is ptr) and in memory
+// (bool is i8).
+llvm::Type* RegisterType(llvm::LLVMContext& ctx, DataType dtype);
+llvm::Type* MemoryType(llvm::LLVMContext& ctx, DataType dtype);
+
+// What all functions of one LLVM module share.
+struct ModuleState {
+  ModuleState(llvm::Module& module, const ir::IRModule& ir);
+
+  llvm::Module& module;
+  const ir::IRModule& ir;
+  // Every PrimFunc of `ir`, declared before any body is emitted so calls resolve in any order.
+  std::map<std::string, llvm::Function*> functions;
+  // kiln.constant(k): created on first use, so unused weights cost nothing.
+  std::vector<llvm::GlobalVariable*> constants;
+  MathLibrary math;
+  llvm::StructType* dl_tensor;  // DLTensor (dlpack 0.6)
+  llvm::StructType* env;        // KilnEnv
+};
+
+class FunctionEmitter {
+ public:
+  FunctionEmitter(ModuleState& state, const ir::PrimFunc& func, llvm::Function* fn);
+  // Emits the whole body; kernels return void, host functions return 0 at the end.
+  void Emit();
+
+ private:
+  friend class ScopedVar;
+
+  // emit_expr.cc
+  llvm::Value* EmitExpr(const PrimExpr& e);
+  llvm::Value* EmitExprAs(const PrimExpr& e, DataType dtype);
+  llvm::Value* EmitArithmetic(const ExprNode& e);
+  llvm::Value* EmitIntArithmetic(arith::ExprKind kind, DataType dtype, llvm::Value* a,
+                                 llvm::Value* b);
+  llvm::Value* EmitFloatArithmetic(arith::ExprKind kind, llvm::Value* a, llvm::Value* b);
+  llvm::Value* EmitCompare(const ExprNode& e);
+  llvm::Value* EmitCall(const ExprNode& e);
+  llvm::Value* Convert(llvm::Value* v, DataType from, DataType to);
+  llvm::Value* ElementAddress(const Buffer& buffer, const std::vector<PrimExpr>& indices);
+  llvm::Value* EmitLoad(const ExprNode& e);
+
+  // emit_stmt.cc
+  void EmitStmt(const Stmt& s);
+  void EmitFor(const StmtNode& s);
+  void EmitStore(const StmtNode& s);
+  void EmitIfThenElse(const StmtNode& s);
+  void EmitAllocate(const StmtNode& s);
+  void EmitAssert(const StmtNode& s);
+  void EmitReturn(int32_t code);
+  llvm::AllocaInst* CreateEntryAlloca(llvm::Type* type, uint64_t count, const std::string& name);
+
+  // emit_host.cc
+  llvm::Value* EmitHostIntrinsic(const ExprNode& e);
+  llvm::Value* EmitKernelCall(const ExprNode& e, llvm::Function* callee);
+  llvm::Value* TensorField(llvm::Value* tensors, const PrimExpr& index, int field);
+  llvm::Value* ShapeElement(llvm::Value* tensors, const ExprNode& e);
+  llvm::Value* TensorData(llvm::Value* tensors, const PrimExpr& index);
+  llvm::Value* ConstantAddress(const PrimExpr& index);
+  llvm::Value* EnvField(int field, llvm::Type* type);
+  llvm::Value* EmitAlloc(const PrimExpr& bytes);
+  llvm::Value* EmitShapeError(const ExprNode& e);
+
+  llvm::LLVMContext& ctx() { return fn_->getContext(); }
+  llvm::Value* I32(int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); }
+
+  ModuleState& state_;
+  const ir::PrimFunc& func_;
+  llvm::Function* fn_;
+  llvm::IRBuilder<> b_;
+  // Variables and buffers are identified by node address, as the IR identifies them.
+  std::unordered_map<const ExprNode*, llvm::Value*> vars_;
+  std::unordered_map<const arith::BufferNode*, llvm::Value*> buffers_;
+  // Host functions: the three ABI parameters.
+  llvm::Value* env_ = nullptr;
+  llvm::Value* inputs_ = nullptr;
+  llvm::Value* outputs_ = nullptr;
+};
+
+// Binds a variable for the extent of a scope (Let, For), restoring any outer binding.
+class ScopedVar {
+ public:
+  ScopedVar(FunctionEmitter& emitter, const PrimExpr& var, llvm::Value* value);
+  ~ScopedVar();
+
+ private:
+  FunctionEmitter& emitter_;
+  const ExprNode* var_;
+  llvm::Value* saved_;
+};
+
+}  // namespace kiln::codegen

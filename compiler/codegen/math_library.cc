@@ -1,0 +1,349 @@
+// Float math without libm. Each function is an internal, always-inline LLVM function built with
+// IRBuilder; its body is branch-free (selects, not branches), so a loop that calls it still
+// vectorizes. The algorithms and coefficients are fdlibm's (Sun Microsystems, 1993, "permission
+// to use, copy, modify, and distribute this software is freely granted") as FreeBSD msun and
+// musl carry them, and Cephes' tanh; references at each function.
+//
+// Accuracy, measured against the correctly rounded result (tests/unit/codegen_math_test.cc):
+//   exp, log (f32 and f64): within 1 ulp; tanh, sigmoid: within 2 ulp (f32) and a few ulp (f64);
+//   erf: f64 within 1 ulp (fdlibm), f32 computed through f64, so within 1 ulp;
+//   pow: f32 computed as exp(y*log|x|) in f64, so within 1 ulp; f64 has a relative error of
+//   about |y*log(x)| * 2^-53 (fine for ML exponents, not a correctly rounded libm pow);
+//   floor, ceil, trunc, round, sqrt, fabs: exact.
+// Special values follow C99 Annex F (nan in, nan out; exp(-inf) = 0; log(0) = -inf; log(x<0) =
+// nan; pow's special cases), except that floating-point exception flags are not raised.
+#include "compiler/codegen/math_library.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "compiler/arith/check.h"
+#include "llvm/IR/Intrinsics.h"
+
+namespace kiln::codegen {
+namespace {
+
+using llvm::Value;
+
+// Builds the body of one math function for float (f32) or double (f64).
+class MathEmitter {
+ public:
+  MathEmitter(MathLibrary& library, llvm::IRBuilder<>& b, llvm::Type* type)
+      : library_(library), b_(b), type_(type), f32_(type->isFloatTy()) {
+    int_type_ = f32_ ? b.getInt32Ty() : b.getInt64Ty();
+  }
+
+  Value* Emit(const std::string& name, const std::vector<Value*>& args) {
+    Value* x = args[0];
+    if (name == "exp") return Exp(x);
+    if (name == "log") return Log(x);
+    if (name == "tanh") return Tanh(x);
+    if (name == "sigmoid") return Sigmoid(x);
+    if (name == "round") return Round(x);
+    if (name == "floor") return Floor(x);
+    if (name == "ceil") return Ceil(x);
+    if (name == "trunc") return CopySign(Floor(Abs(x)), x);
+    if (name == "erf") return f32_ ? ThroughDouble("erf", {x}) : Erf(x);
+    if (name == "pow") return f32_ ? ThroughDouble("pow", {x, args[1]}) : Pow(x, args[1]);
+    KILN_CHECK(false) << "no math function " << name;
+    return nullptr;
+  }
+
+ private:
+  Value* C(double v) { return llvm::ConstantFP::get(type_, v); }
+  Value* Bits(uint64_t bits) {
+    return llvm::ConstantFP::get(type_->getContext(),
+                                 llvm::APFloat(type_->getFltSemantics(),
+                                               llvm::APInt(type_->getPrimitiveSizeInBits(), bits)));
+  }
+  Value* I(int64_t v) { return llvm::ConstantInt::get(int_type_, v, /*IsSigned=*/true); }
+  Value* Add(Value* a, Value* b) { return b_.CreateFAdd(a, b); }
+  Value* Sub(Value* a, Value* b) { return b_.CreateFSub(a, b); }
+  Value* Mul(Value* a, Value* b) { return b_.CreateFMul(a, b); }
+  Value* Div(Value* a, Value* b) { return b_.CreateFDiv(a, b); }
+  Value* Select(Value* c, Value* a, Value* b) { return b_.CreateSelect(c, a, b); }
+  Value* Abs(Value* x) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
+  Value* CopySign(Value* mag, Value* sign) {
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
+  }
+  Value* IsNaN(Value* x) { return b_.CreateFCmpUNO(x, x); }
+  Value* Call(const std::string& name, const std::vector<Value*>& args) {
+    return library_.Call(b_, name, args);
+  }
+
+  // c[0] + x*(c[1] + x*(c[2] + ...)), Horner's scheme as fdlibm writes it.
+  Value* Poly(Value* x, std::initializer_list<double> coeffs) {
+    const double* c = coeffs.begin();
+    Value* r = C(c[coeffs.size() - 1]);
+    for (int i = static_cast<int>(coeffs.size()) - 2; i >= 0; --i) r = Add(C(c[i]), Mul(x, r));
+    return r;
+  }
+
+  // 2^n for n an i32 within the normal exponent range.
+  Value* Pow2(Value* n) {
+    int mantissa_bits = f32_ ? 23 : 52;
+    int bias = f32_ ? 127 : 1023;
+    Value* e = b_.CreateZExt(b_.CreateAdd(n, b_.getInt32(bias)), int_type_);
+    return b_.CreateBitCast(b_.CreateShl(e, mantissa_bits), type_);
+  }
+
+  // y * 2^k in two steps, so that k may reach both ends of the range (overflow to inf,
+  // gradual underflow with a single rounding).
+  Value* Scale(Value* y, Value* k) {
+    Value* k1 = b_.CreateAShr(k, 1);
+    Value* k2 = b_.CreateSub(k, k1);
+    return Mul(Mul(y, Pow2(k1)), Pow2(k2));
+  }
+
+  Value* ThroughDouble(const std::string& name, std::vector<Value*> args) {
+    for (Value*& a : args) a = b_.CreateFPExt(a, b_.getDoubleTy());
+    return b_.CreateFPTrunc(Call(name, args), type_);
+  }
+
+  // fdlibm e_exp.c / musl expf.c: x = k*ln2 + r with |r| <= ln2/2, exp(r) from a rational
+  // approximation in r, then scaled by 2^k.
+  Value* Exp(Value* x) {
+    const double ln2_hi = f32_ ? 6.9314575195e-01 : 6.93147180369123816490e-01;
+    const double ln2_lo = f32_ ? 1.4286067653e-06 : 1.90821492927058770002e-10;
+    const double inv_ln2 = f32_ ? 1.4426950216e+00 : 1.44269504088896338700e+00;
+    // Beyond these the result is 0 or inf anyway; clamping keeps k in Scale's range.
+    const double lo = f32_ ? -104.0 : -746.0, hi = f32_ ? 89.0 : 710.0;
+    Value* xc = Select(b_.CreateFCmpOGT(x, C(hi)), C(hi), x);
+    xc = Select(b_.CreateFCmpOLT(xc, C(lo)), C(lo), xc);
+    Value* k = b_.CreateFPToSI(Add(Mul(xc, C(inv_ln2)), CopySign(C(0.5), xc)), b_.getInt32Ty());
+    Value* kf = b_.CreateSIToFP(k, type_);
+    Value* high = Sub(xc, Mul(kf, C(ln2_hi)));
+    Value* low = Mul(kf, C(ln2_lo));
+    Value* r = Sub(high, low);
+    Value* t = Mul(r, r);
+    Value* p = f32_ ? Poly(t, {1.6666625440e-1, -2.7667332906e-3})
+                    : Poly(t, {1.66666666666666019037e-01, -2.77777777770155933842e-03,
+                               6.61375632143793436117e-05, -1.65339022054652515390e-06,
+                               4.13813679705723846039e-08});
+    Value* c = Sub(r, Mul(t, p));
+    // y = 1 - ((lo - r*c/(2-c)) - hi)
+    Value* y = Sub(C(1.0), Sub(Sub(low, Div(Mul(r, c), Sub(C(2.0), c))), high));
+    return Select(IsNaN(x), x, Scale(y, k));
+  }
+
+  // fdlibm e_log.c / musl logf.c: x = 2^k * (1+f) with sqrt(2)/2 <= 1+f < sqrt(2), then
+  // log(1+f) = f - f^2/2 + s*(f^2/2 + R(s^2)) with s = f/(2+f).
+  Value* Log(Value* x) {
+    const int shift = f32_ ? 23 : 52;
+    const int64_t bias = f32_ ? 0x7f : 0x3ff;
+    const int64_t base = f32_ ? 0x3f3504f3 : int64_t{0x3fe6a09e} << 32;  // bits of sqrt(2)/2
+    const int64_t one = f32_ ? 0x3f800000 : int64_t{0x3ff00000} << 32;
+    const int64_t mantissa = (int64_t{1} << shift) - 1;
+    // Subnormals: scale into the normal range first.
+    Value* subnormal = b_.CreateFCmpOLT(x, Bits(f32_ ? 0x00800000 : uint64_t{1} << 52));
+    Value* xs = Select(subnormal, Mul(x, C(f32_ ? 0x1p25 : 0x1p54)), x);
+    Value* ix = b_.CreateAdd(b_.CreateBitCast(xs, int_type_), I(one - base));
+    Value* k = b_.CreateSub(b_.CreateLShr(ix, shift), I(bias));
+    k = b_.CreateSub(b_.CreateTrunc(k, b_.getInt32Ty()),
+                     Select(subnormal, b_.getInt32(f32_ ? 25 : 54), b_.getInt32(0)));
+    ix = b_.CreateAdd(b_.CreateAnd(ix, I(mantissa)), I(base));
+    Value* f = Sub(b_.CreateBitCast(ix, type_), C(1.0));
+    Value* s = Div(f, Add(C(2.0), f));
+    Value* z = Mul(s, s);
+    Value* w = Mul(z, z);
+    Value* r;
+    if (f32_) {
+      // Lg1..Lg4 = 0xaaaaaa.0p-24, 0xccce13.0p-25, 0x91e9ee.0p-25, 0xf89e26.0p-26.
+      r = Add(Mul(z, Poly(w, {0x1.555554p-1, 0x1.23d3dcp-2})),
+              Mul(w, Poly(w, {0x1.999c26p-2, 0x1.f13c4cp-3})));
+    } else {
+      r = Add(Mul(z, Poly(w, {6.666666666666735130e-01, 2.857142874366239149e-01,
+                              1.818357216161805012e-01, 1.479819860511658591e-01})),
+              Mul(w, Poly(w, {3.999999999940941908e-01, 2.222219843214978396e-01,
+                              1.531383769920937332e-01})));
+    }
+    const double ln2_hi = f32_ ? 6.9313812256e-01 : 6.93147180369123816490e-01;
+    const double ln2_lo = f32_ ? 9.0580006145e-06 : 1.90821492927058770002e-10;
+    Value* hfsq = Mul(C(0.5), Mul(f, f));
+    Value* dk = b_.CreateSIToFP(k, type_);
+    // s*(hfsq+R) + dk*ln2_lo - hfsq + f + dk*ln2_hi, left to right as musl.
+    Value* result = Add(Add(Sub(Add(Mul(s, Add(hfsq, r)), Mul(dk, C(ln2_lo))), hfsq), f),
+                        Mul(dk, C(ln2_hi)));
+    result = Select(b_.CreateFCmpOEQ(x, C(INFINITY)), x, result);
+    result = Select(b_.CreateFCmpOEQ(x, C(0.0)), C(-INFINITY), result);
+    result = Select(b_.CreateFCmpOLT(x, C(0.0)), C(NAN), result);
+    return Select(IsNaN(x), x, result);
+  }
+
+  // Cephes tanhf / tanh: an odd polynomial (f32) or rational function (f64) below 0.625,
+  // 1 - 2/(exp(2|x|) + 1) above it.
+  Value* Tanh(Value* x) {
+    Value* ax = Abs(x);
+    Value* z = Mul(x, x);
+    Value* small;
+    if (f32_) {
+      Value* p = Poly(z, {-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2,
+                          2.06390887954e-2, -5.70498872745e-3});
+      small = Add(Mul(Mul(p, z), x), x);
+    } else {
+      Value* p = Poly(z, {-1.61468768441708447952e3, -9.92877231001918586564e1,
+                          -9.64399179425052238628e-1});
+      Value* q = Poly(z, {4.84406305325125486048e3, 2.23548839060100448583e3,
+                          1.12811678491632931402e2, 1.0});
+      small = Add(x, Mul(x, Div(Mul(z, p), q)));
+    }
+    Value* e = Call("exp", {Add(ax, ax)});
+    Value* large = CopySign(Sub(C(1.0), Div(C(2.0), Add(e, C(1.0)))), x);
+    return Select(b_.CreateFCmpOLT(ax, C(0.625)), small, large);
+  }
+
+  Value* Sigmoid(Value* x) {
+    Value* e = Call("exp", {b_.CreateFNeg(x)});
+    return Div(C(1.0), Add(C(1.0), e));
+  }
+
+  // Round half to even: adding and subtracting 2^mantissa_bits rounds in the current (default,
+  // nearest-even) mode; values at or above that magnitude are already integers.
+  Value* Round(Value* x) {
+    Value* ax = Abs(x);
+    Value* big = C(f32_ ? 0x1p23 : 0x1p52);
+    Value* r = CopySign(Sub(Add(ax, big), big), x);
+    return Select(b_.CreateFCmpOLT(ax, big), r, x);
+  }
+  Value* Floor(Value* x) {
+    Value* r = Round(x);
+    return Select(b_.CreateFCmpOGT(r, x), Sub(r, C(1.0)), r);
+  }
+  Value* Ceil(Value* x) {
+    Value* r = Round(x);
+    return Select(b_.CreateFCmpOLT(r, x), Add(r, C(1.0)), r);
+  }
+
+  // fdlibm s_erf.c (double only): x + x*P/Q below 0.84375, erx + P/Q around 1, and above that
+  // 1 - exp(-x^2 - 0.5625 + R/S)/x.
+  Value* Erf(Value* x) {
+    Value* ax = Abs(x);
+    Value* z = Mul(x, x);
+    Value* small = Add(
+        x, Mul(x, Div(Poly(z, {1.28379167095512558561e-01, -3.25042107247001499370e-01,
+                                -2.84817495755985104766e-02, -5.77027029648944159157e-03,
+                                -2.37630166566501626084e-05}),
+                      Poly(z, {1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02,
+                               5.08130628187576562776e-03, 1.32494738004321644526e-04,
+                               -3.96022827877536812320e-06}))));
+    Value* s = Sub(ax, C(1.0));
+    Value* near_one = Add(
+        C(8.45062911510467529297e-01),
+        Div(Poly(s, {-2.36211856075265944077e-03, 4.14856118683748331666e-01,
+                     -3.72207876035701323847e-01, 3.18346619901161753674e-01,
+                     -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+                     -2.16637559486879084300e-03}),
+            Poly(s, {1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01,
+                     7.18286544141962662868e-02, 1.26171219808761642112e-01,
+                     1.36370839120290507362e-02, 1.19844998467991074170e-02})));
+    Value* tail = Select(b_.CreateFCmpOLT(ax, C(6.0)), ErfTail(ax), C(1.0));
+    Value* result = CopySign(Select(b_.CreateFCmpOLT(ax, C(1.25)), near_one, tail), x);
+    result = Select(b_.CreateFCmpOLT(ax, C(0.84375)), small, result);
+    return Select(IsNaN(x), x, result);
+  }
+
+  // 1 - erfc(ax) for 1.25 <= ax < 6.
+  Value* ErfTail(Value* ax) {
+    Value* s = Div(C(1.0), Mul(ax, ax));
+    Value* r1 = Div(Poly(s, {-9.86494403484714822705e-03, -6.93858572707181764372e-01,
+                             -1.05586262253232909814e+01, -6.23753324503260060396e+01,
+                             -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+                             -8.12874355063065934246e+01, -9.81432934416914548592e+00}),
+                    Poly(s, {1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02,
+                             4.34565877475229228821e+02, 6.45387271733267880336e+02,
+                             4.29008140027567833386e+02, 1.08635005541779435134e+02,
+                             6.57024977031928170135e+00, -6.04244152148580987438e-02}));
+    Value* r2 = Div(Poly(s, {-9.86494292470009928597e-03, -7.99283237680523006574e-01,
+                             -1.77579549177547519889e+01, -1.60636384855821916062e+02,
+                             -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+                             -4.83519191608651397019e+02}),
+                    Poly(s, {1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02,
+                             1.53672958608443695994e+03, 3.19985821950859553908e+03,
+                             2.55305040643316442583e+03, 4.74528541206955367215e+02,
+                             -2.24409524465858183362e+01}));
+    // |x| < 1/0.35, compared as fdlibm does on the high word.
+    Value* r = Select(b_.CreateFCmpOLT(ax, Bits(0x4006DB6E00000000)), r1, r2);
+    // exp(-x^2) as exp(-z^2) * exp((z-x)(z+x)) with z = x rounded to 32 bits, for accuracy.
+    Value* zt = b_.CreateBitCast(
+        b_.CreateAnd(b_.CreateBitCast(ax, int_type_), I(static_cast<int64_t>(0xffffffff00000000ULL))), type_);
+    Value* e1 = Call("exp", {Sub(b_.CreateFNeg(Mul(zt, zt)), C(0.5625))});
+    Value* e2 = Call("exp", {Add(Mul(Sub(zt, ax), Add(zt, ax)), r)});
+    return Sub(C(1.0), Div(Mul(e1, e2), ax));
+  }
+
+  // pow(x, y) = exp(y * log|x|) with C99's special cases (double only).
+  Value* Pow(Value* x, Value* y) {
+    Value* r = Call("exp", {Mul(y, Call("log", {Abs(x)}))});
+    Value* y_int = b_.CreateFCmpOEQ(Floor(y), y);
+    Value* half = Mul(y, C(0.5));
+    Value* y_odd = b_.CreateAnd(y_int, b_.CreateFCmpONE(Floor(half), half));
+    Value* x_neg = b_.CreateICmpSLT(b_.CreateBitCast(x, int_type_), I(0));  // sign bit, -0 too
+    r = Select(b_.CreateAnd(x_neg, y_odd), b_.CreateFNeg(r), r);
+    Value* finite_negative =
+        b_.CreateAnd(b_.CreateFCmpOLT(x, C(0.0)), b_.CreateFCmpONE(x, C(-INFINITY)));
+    r = Select(b_.CreateAnd(finite_negative, b_.CreateNot(y_int)), C(NAN), r);
+    Value* minus_one_inf = b_.CreateAnd(b_.CreateFCmpOEQ(x, C(-1.0)),
+                                        b_.CreateFCmpOEQ(Abs(y), C(INFINITY)));
+    Value* one = b_.CreateOr(b_.CreateOr(b_.CreateFCmpOEQ(x, C(1.0)), b_.CreateFCmpOEQ(y, C(0.0))),
+                             minus_one_inf);
+    return Select(one, C(1.0), r);
+  }
+
+  MathLibrary& library_;
+  llvm::IRBuilder<>& b_;
+  llvm::Type* type_;
+  llvm::Type* int_type_;
+  bool f32_;
+};
+
+}  // namespace
+
+bool MathLibrary::IsMathFunction(const std::string& name) { return Arity(name) > 0; }
+
+int MathLibrary::Arity(const std::string& name) {
+  static const char* const kUnary[] = {"exp",   "log",  "sqrt",  "tanh", "sigmoid", "fabs",
+                                       "floor", "ceil", "trunc", "round", "erf"};
+  if (name == "pow") return 2;
+  for (const char* n : kUnary) {
+    if (name == n) return 1;
+  }
+  return 0;
+}
+
+llvm::Value* MathLibrary::Call(llvm::IRBuilder<>& b, const std::string& name,
+                               const std::vector<llvm::Value*>& args) {
+  KILN_CHECK_EQ(static_cast<int>(args.size()), Arity(name)) << "arguments of " << name;
+  llvm::Type* type = args[0]->getType();
+  KILN_CHECK(type->isFloatTy() || type->isDoubleTy()) << name << " needs f32 or f64 operands";
+  for (llvm::Value* a : args) KILN_CHECK(a->getType() == type) << "mixed operand types of " << name;
+  // These two are single instructions on every target we emit for.
+  if (name == "sqrt") return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
+  if (name == "fabs") return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
+  return b.CreateCall(GetOrCreate(name, type), args);
+}
+
+llvm::Function* MathLibrary::GetOrCreate(const std::string& name, llvm::Type* type) {
+  auto key = std::make_pair(name, type);
+  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+  std::vector<llvm::Type*> params(Arity(name), type);
+  auto* fn_type = llvm::FunctionType::get(type, params, /*isVarArg=*/false);
+  std::string symbol = "kiln.math." + name + (type->isFloatTy() ? ".f32" : ".f64");
+  auto* fn = llvm::Function::Create(fn_type, llvm::GlobalValue::InternalLinkage, symbol, module_);
+  fn->addFnAttr(llvm::Attribute::AlwaysInline);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr(llvm::Attribute::WillReturn);
+  fn->addFnAttr(llvm::Attribute::NoSync);
+  fn->addFnAttr(llvm::Attribute::NoFree);
+  fn->addFnAttr(llvm::Attribute::Speculatable);
+  fn->setDoesNotAccessMemory();
+  functions_[key] = fn;
+
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(module_.getContext(), "entry", fn));
+  std::vector<llvm::Value*> args;
+  for (llvm::Argument& a : fn->args()) args.push_back(&a);
+  MathEmitter emitter(*this, b, type);
+  b.CreateRet(emitter.Emit(name, args));
+  return fn;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,36 @@
+// The float math intrinsics of PrimExpr calls (exp, log, tanh, ...), emitted as small internal
+// LLVM functions so an artifact never depends on libm: the same code must link for wasm and
+// bare-metal targets, where there is no libm to call.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Module.h"
+
+namespace kiln::codegen {
+
+class MathLibrary {
+ public:
+  explicit MathLibrary(llvm::Module& module) : module_(module) {}
+
+  // exp, log, sqrt, tanh, sigmoid, fabs, pow (two arguments), floor, ceil, trunc,
+  // round (half to even, as ONNX Round) and erf.
+  static bool IsMathFunction(const std::string& name);
+  static int Arity(const std::string& name);
+
+  // Emits `name(args...)` at the builder's position. Every argument must be float or double,
+  // all of the same type; the result has that type.
+  llvm::Value* Call(llvm::IRBuilder<>& b, const std::string& name,
+                    const std::vector<llvm::Value*>& args);
+
+ private:
+  llvm::Function* GetOrCreate(const std::string& name, llvm::Type* type);
+
+  llvm::Module& module_;
+  std::map<std::pair<std::string, llvm::Type*>, llvm::Function*> functions_;
+};
+
+}  // namespace kiln::codegen

@@ -1,0 +1,76 @@
+#include "compiler/driver/driver.h"
+
+#include <openssl/evp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "compiler/arith/check.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/driver/manifest.h"
+#include "compiler/driver/pipeline.h"
+#include "compiler/frontend/onnx_importer.h"
+
+namespace kiln::driver {
+namespace {
+
+std::string Sha256Digest(std::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  KILN_CHECK(EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) == 1)
+      << "sha256 failed";
+  std::string hex = "sha256:";
+  for (unsigned int i = 0; i < len; ++i) absl::StrAppendFormat(&hex, "%02x", md[i]);
+  return hex;
+}
+
+void Report(const EventSink& events, CompileEvent::Kind kind, std::string name,
+            std::string message) {
+  if (events) events({kind, std::move(name), std::move(message)});
+}
+
+}  // namespace
+
+const char* CompilerVersion() { return "kiln-0.1.0"; }
+
+std::string CompileOptions::Canonical() const {
+  std::string out = "dim_bounds=";
+  bool first = true;
+  for (const auto& [name, bound] : dim_bounds) {
+    absl::StrAppend(&out, first ? "" : ",", name, ":", bound);
+    first = false;
+  }
+  return out;
+}
+
+absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes) {
+  return frontend::ImportOnnx(onnx_bytes);
+}
+
+absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Target& target,
+                                      const CompileOptions& options, const EventSink& events) {
+  using Kind = CompileEvent::Kind;
+  Report(events, Kind::kStage, "import", absl::StrCat("importing ", onnx_bytes.size(), " bytes"));
+  KILN_ASSIGN_OR_RETURN(ir::IRModule module, ImportModel(onnx_bytes));
+  // The signature and manifest describe the model as imported: names, dtypes, symbolic dims.
+  const ir::Function main = module.functions.at("main");
+  Report(events, Kind::kStage, "lower", "graph to loops and host code");
+  auto after_pass = [&](const std::string& name, const ir::IRModule& m) {
+    Report(events, Kind::kPass, name,
+           absl::StrCat(m.prim_funcs.size(), " loop-level functions"));
+  };
+  KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass));
+  Report(events, Kind::kStage, "codegen",
+         absl::StrCat("LLVM for ", target.triple, " (", target.cpu, ")"));
+  std::string signature = SignatureText(main);
+  KILN_ASSIGN_OR_RETURN(std::string so, codegen::BuildSharedObject(module, signature, target));
+  Artifact artifact;
+  artifact.target = target.Canonical();
+  artifact.file_name = target.artifact_file;
+  artifact.manifest_json = ManifestJson(
+      main, target, {target.artifact_file, Sha256Digest(so), options.Canonical()});
+  artifact.bytes = std::move(so);
+  Report(events, Kind::kInfo, "done", absl::StrCat(artifact.bytes.size(), " bytes"));
+  return artifact;
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,51 @@
+// The compiler as a library: ONNX bytes in, one artifact for one target out. kilnd and the
+// kiln CLI (in-process mode) both call CompileModel; neither knows the passes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/graph.h"
+#include "compiler/ir/target.h"
+
+namespace kiln::driver {
+
+// The compiler's version; part of every cache key, so a new compiler never serves an old
+// artifact.
+const char* CompilerVersion();
+
+struct CompileOptions {
+  // Upper bounds for symbolic dims ("seq" -> 4096), used by memory planning.
+  std::map<std::string, int64_t> dim_bounds;
+  // Stable text of the options, for cache keys ("dim_bounds=seq:4096").
+  std::string Canonical() const;
+};
+
+struct CompileEvent {
+  enum class Kind { kStage, kPass, kInfo };
+  Kind kind = Kind::kInfo;
+  std::string name;     // stage or pass name ("import", "legalize", "codegen")
+  std::string message;  // human text
+};
+using EventSink = std::function<void(const CompileEvent&)>;
+
+struct Artifact {
+  std::string target;         // canonical target
+  std::string file_name;      // "model.so"
+  std::string bytes;          // the artifact file
+  std::string manifest_json;  // manifest.json beside it
+};
+
+// Imports an ONNX model into the graph IR (for `kiln inspect` and the reference interpreter).
+absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes);
+
+// Compiles one ONNX model for one target. User errors (bad model, unsupported operator,
+// unknown target) are INVALID_ARGUMENT naming the node, op type and reason.
+absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Target& target,
+                                      const CompileOptions& options, const EventSink& events);
+
+}  // namespace kiln::driver

@@ -1,0 +1,23 @@
+// What an artifact says about itself: the signature text the runtime reads from the shared
+// object, and manifest.json for people and tools. Both come from the imported `main`.
+#pragma once
+
+#include <string>
+
+#include "compiler/ir/graph.h"
+#include "compiler/ir/target.h"
+
+namespace kiln::driver {
+
+// The kiln_signature() text of runtime/include/kiln/artifact_abi.h.
+std::string SignatureText(const ir::Function& main);
+
+struct ManifestInfo {
+  std::string artifact_file;
+  std::string artifact_sha256;  // "sha256:<hex>"
+  std::string options;          // canonical compile options
+};
+std::string ManifestJson(const ir::Function& main, const ir::Target& target,
+                         const ManifestInfo& info);
+
+}  // namespace kiln::driver

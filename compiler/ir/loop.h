@@ -1,0 +1,90 @@
+// Loop-level IR: PrimFunc kernels and the host function, as statements over PrimExprs.
+// Kernels take buffer pointers and the symbolic extents they use; the host function (one
+// per artifact entry point) binds shapes, checks them, carves memory and calls kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/arith/expr.h"
+
+namespace kiln::ir {
+
+using arith::Buffer;
+using arith::DataType;
+using arith::PrimExpr;
+
+enum class StmtKind : uint8_t {
+  kFor,         // for (var = min; var < min + extent; ++var) body
+  kStore,       // buffer[indices] = value
+  kLet,         // let var = value in body
+  kIfThenElse,  // if (condition) then_case else else_case
+  kAllocate,    // buffer lives for body; constant size, kernel-local scratch
+  kEvaluate,    // value evaluated for its effect (a call)
+  kSeq,         // seq in order
+  kAssert,      // if (!condition) { evaluate on_fail; return failure }
+};
+enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled };
+const char* ForKindName(ForKind kind);
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct StmtNode {
+  StmtKind kind;
+  PrimExpr var;                  // kFor, kLet
+  PrimExpr min, extent;          // kFor
+  ForKind for_kind = ForKind::kSerial;
+  PrimExpr value;                // kStore, kLet, kEvaluate
+  PrimExpr condition;            // kIfThenElse, kAssert
+  PrimExpr on_fail;              // kAssert: a call that reports the error
+  Buffer buffer;                 // kStore, kAllocate
+  std::vector<PrimExpr> indices; // kStore
+  Stmt body;                     // kFor, kLet, kAllocate
+  Stmt then_case, else_case;     // kIfThenElse (else_case may be null)
+  std::vector<Stmt> seq;         // kSeq
+};
+
+Stmt For(PrimExpr var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
+Stmt Store(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value);
+Stmt Let(PrimExpr var, PrimExpr value, Stmt body);
+Stmt IfThenElse(PrimExpr condition, Stmt then_case, Stmt else_case = nullptr);
+Stmt Allocate(Buffer buffer, Stmt body);
+Stmt Evaluate(PrimExpr value);
+Stmt Seq(std::vector<Stmt> stmts);
+Stmt Assert(PrimExpr condition, PrimExpr on_fail);
+
+// A kernel: `void name(buffers..., scalars...)`, buffers passed as pointers to their first
+// element, scalars as i64. A host function instead has the fixed signature of
+// kiln/artifact_abi.h (`int32_t name(KilnEnv*, DLTensor* inputs, DLTensor* outputs)`),
+// no buffers and no scalars; it reaches its tensors through the `kiln.*` intrinsics below.
+struct PrimFunc {
+  std::string name;
+  std::vector<Buffer> buffers;
+  std::vector<PrimExpr> scalars;
+  Stmt body;
+  bool is_host = false;
+};
+
+// Intrinsics, as the callee name of an arith Call. Math intrinsics work anywhere; `kiln.*`
+// only in host functions. Any other callee names a kernel of the same module, called with
+// (buffer data handles..., scalar i64 values...) exactly as the kernel declares them.
+namespace intrinsic {
+// Math, on floats: exp, log, sqrt, tanh, sigmoid, fabs, pow (two args).
+inline constexpr char kInputShape[] = "kiln.input_shape";    // (i, d) -> i64
+inline constexpr char kOutputShape[] = "kiln.output_shape";  // (i, d) -> i64
+inline constexpr char kSetOutputShape[] = "kiln.set_output_shape";  // (i, d, value) -> i32
+inline constexpr char kInputData[] = "kiln.input_data";      // (i) -> handle
+inline constexpr char kOutputData[] = "kiln.output_data";    // (i) -> handle
+inline constexpr char kConstant[] = "kiln.constant";         // (k) -> handle to constant k
+inline constexpr char kAlloc[] = "kiln.alloc";               // (bytes) -> handle
+inline constexpr char kFree[] = "kiln.free";                 // (handle) -> i32
+// Reports a shape mismatch through KilnEnv::shape_error: (is_output, index, dim, expected,
+// actual) -> i32. Used as an Assert's on_fail.
+inline constexpr char kShapeError[] = "kiln.shape_error";
+}  // namespace intrinsic
+
+std::string ToString(const Stmt& stmt, int indent = 0);
+std::string ToString(const PrimFunc& func);
+
+}  // namespace kiln::ir

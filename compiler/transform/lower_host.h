@@ -1,0 +1,15 @@
+// Host lowering: the graph function `main` (all calls already call_tir) becomes the two host
+// functions of runtime/include/kiln/artifact_abi.h, ahead of time, with no interpreter left:
+//   kiln_infer_shapes: bind symbolic vars from input shapes, check them, write output shapes;
+//   kiln_run:          the same checks (outputs too), then carve workspace and call kernels.
+// Constants move into module.constants; `main` is removed.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/graph.h"
+
+namespace kiln::transform {
+
+absl::StatusOr<ir::IRModule> LowerHost(ir::IRModule module);
+
+}  // namespace kiln::transform

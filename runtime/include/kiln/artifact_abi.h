@@ -1,0 +1,59 @@
+/* The contract between a compiled artifact and the runtime that loads it.
+ *
+ * An artifact is a shared object (for CPU targets) that exports the four symbols below. It
+ * needs nothing from the process that loads it except what KilnEnv hands it, so the same
+ * generated code works in a phone app, a browser (wasm) or the kiln CLI. Tensors cross as
+ * DLPack DLTensor structs, dense and row-major (strides NULL).
+ */
+#ifndef KILN_ARTIFACT_ABI_H_
+#define KILN_ARTIFACT_ABI_H_
+
+#include <stdint.h>
+
+#include "dlpack/dlpack.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ABI_VERSION 1
+
+/* Services the runtime provides to generated code. */
+typedef struct KilnEnv {
+  void* self;
+  /* Workspace memory, 64-byte aligned; NULL when it cannot be had. */
+  void* (*alloc)(void* self, int64_t bytes);
+  void (*free)(void* self, void* ptr);
+  /* A dimension of input (is_output = 0) or output `index` is not what the model's shape
+   * constraints require. The runtime turns this into a message with the tensor's name. */
+  void (*shape_error)(void* self, int32_t is_output, int32_t index, int32_t dim, int64_t expected,
+                      int64_t actual);
+} KilnEnv;
+
+/* Entry points every artifact exports. Both functions return 0 on success and nonzero after
+ * reporting the reason through env (a nonzero return with no report means a workspace
+ * allocation failed). Ranks and dtypes are checked by the runtime before the call, against
+ * kiln_signature(). */
+typedef int32_t (*KilnAbiVersionFn)(void);
+/* Text, one line per tensor after a header line:
+ *   kiln-signature 1
+ *   input <name> <dtype> <ndim> <dim>...
+ *   output <name> <dtype> <ndim> <dim>...
+ * dtype is f32, f64, i8..i64, u8..u64 or bool; a dim is an integer or a symbolic expression
+ * without spaces ("batch", "seq+past", "n*2"). Names contain no whitespace. */
+typedef const char* (*KilnSignatureFn)(void);
+/* Reads inputs[i].shape (data may be NULL) and writes every outputs[i].shape. */
+typedef int32_t (*KilnInferShapesFn)(KilnEnv* env, DLTensor* inputs, DLTensor* outputs);
+/* Checks input and output shapes, then computes outputs[i].data from inputs[i].data. */
+typedef int32_t (*KilnRunFn)(KilnEnv* env, DLTensor* inputs, DLTensor* outputs);
+
+#define KILN_SYMBOL_ABI_VERSION "kiln_abi_version"
+#define KILN_SYMBOL_SIGNATURE "kiln_signature"
+#define KILN_SYMBOL_INFER_SHAPES "kiln_infer_shapes"
+#define KILN_SYMBOL_RUN "kiln_run"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_ARTIFACT_ABI_H_ */
