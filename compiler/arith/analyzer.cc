@@ -125,7 +125,8 @@ class Canonicalizer {
 
   Sum ToSum(const PrimExpr& e) {
     switch (e->kind) {
-      case ExprKind::kIntImm: return Constant(e->int_value);
+      case ExprKind::kIntImm:
+        return Constant(e->int_value);
       case ExprKind::kAdd: {
         Sum s = ToSum(e->args[0]);
         s.Add(ToSum(e->args[1]), 1);
@@ -136,12 +137,16 @@ class Canonicalizer {
         s.Add(ToSum(e->args[1]), -1);
         return s;
       }
-      case ExprKind::kMul: return Multiply(ToSum(e->args[0]), ToSum(e->args[1]));
+      case ExprKind::kMul:
+        return Multiply(ToSum(e->args[0]), ToSum(e->args[1]));
       case ExprKind::kFloorDiv:
-      case ExprKind::kFloorMod: return DivMod(e);
+      case ExprKind::kFloorMod:
+        return DivMod(e);
       case ExprKind::kMin:
-      case ExprKind::kMax: return MinMax(e);
-      default: return Atom(SimplifyOperands(e));
+      case ExprKind::kMax:
+        return MinMax(e);
+      default:
+        return Atom(SimplifyOperands(e));
     }
   }
 
@@ -269,8 +274,10 @@ IntBounds Analyzer::ConstBounds(const PrimExpr& e) const {
 IntBounds Analyzer::BoundsOf(const PrimExpr& e) const {
   auto neg = [](int64_t v) { return v == kMinI ? kMaxI : v == kMaxI ? kMinI : -v; };
   switch (e->kind) {
-    case ExprKind::kIntImm: return {e->int_value, e->int_value};
-    case ExprKind::kVar: return VarBounds(e.get());
+    case ExprKind::kIntImm:
+      return {e->int_value, e->int_value};
+    case ExprKind::kVar:
+      return VarBounds(e.get());
     case ExprKind::kAdd: {
       IntBounds a = BoundsOf(e->args[0]), b = BoundsOf(e->args[1]);
       return {SatAdd(a.min, b.min), SatAdd(a.max, b.max)};
@@ -279,7 +286,8 @@ IntBounds Analyzer::BoundsOf(const PrimExpr& e) const {
       IntBounds a = BoundsOf(e->args[0]), b = BoundsOf(e->args[1]);
       return {SatAdd(a.min, neg(b.max)), SatAdd(a.max, neg(b.min))};
     }
-    case ExprKind::kMul: return MulBounds(BoundsOf(e->args[0]), BoundsOf(e->args[1]));
+    case ExprKind::kMul:
+      return MulBounds(BoundsOf(e->args[0]), BoundsOf(e->args[1]));
     case ExprKind::kMin:
     case ExprKind::kMax: {
       IntBounds a = BoundsOf(e->args[0]), b = BoundsOf(e->args[1]);
@@ -297,7 +305,8 @@ IntBounds Analyzer::BoundsOf(const PrimExpr& e) const {
       auto div = [&](int64_t v) { return v == kMinI || v == kMaxI ? v : FloorDivConst(v, b.min); };
       return {div(a.min), div(a.max)};
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 

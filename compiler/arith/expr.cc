@@ -6,20 +6,25 @@
 #include <unordered_set>
 
 #include "absl/hash/hash.h"
-#include "compiler/arith/check.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/arith/check.h"
 
 namespace kiln::arith {
 
 std::string DataType::ToString() const {
   switch (code) {
-    case kInt: return absl::StrCat("i", bits);
-    case kUInt: return absl::StrCat("u", bits);
-    case kFloat: return absl::StrCat("f", bits);
-    case kBool: return "bool";
-    case kHandle: return "handle";
+    case kInt:
+      return absl::StrCat("i", bits);
+    case kUInt:
+      return absl::StrCat("u", bits);
+    case kFloat:
+      return absl::StrCat("f", bits);
+    case kBool:
+      return "bool";
+    case kHandle:
+      return "handle";
   }
   return "?";
 }
@@ -43,30 +48,54 @@ absl::StatusOr<DataType> DataType::Parse(const std::string& text) {
 
 const char* ExprKindName(ExprKind kind) {
   switch (kind) {
-    case ExprKind::kIntImm: return "int";
-    case ExprKind::kFloatImm: return "float";
-    case ExprKind::kVar: return "var";
-    case ExprKind::kAdd: return "+";
-    case ExprKind::kSub: return "-";
-    case ExprKind::kMul: return "*";
-    case ExprKind::kDiv: return "/";
-    case ExprKind::kFloorDiv: return "floordiv";
-    case ExprKind::kFloorMod: return "floormod";
-    case ExprKind::kMin: return "min";
-    case ExprKind::kMax: return "max";
-    case ExprKind::kEQ: return "==";
-    case ExprKind::kNE: return "!=";
-    case ExprKind::kLT: return "<";
-    case ExprKind::kLE: return "<=";
-    case ExprKind::kGT: return ">";
-    case ExprKind::kGE: return ">=";
-    case ExprKind::kAnd: return "&&";
-    case ExprKind::kOr: return "||";
-    case ExprKind::kNot: return "!";
-    case ExprKind::kSelect: return "select";
-    case ExprKind::kCast: return "cast";
-    case ExprKind::kCall: return "call";
-    case ExprKind::kLoad: return "load";
+    case ExprKind::kIntImm:
+      return "int";
+    case ExprKind::kFloatImm:
+      return "float";
+    case ExprKind::kVar:
+      return "var";
+    case ExprKind::kAdd:
+      return "+";
+    case ExprKind::kSub:
+      return "-";
+    case ExprKind::kMul:
+      return "*";
+    case ExprKind::kDiv:
+      return "/";
+    case ExprKind::kFloorDiv:
+      return "floordiv";
+    case ExprKind::kFloorMod:
+      return "floormod";
+    case ExprKind::kMin:
+      return "min";
+    case ExprKind::kMax:
+      return "max";
+    case ExprKind::kEQ:
+      return "==";
+    case ExprKind::kNE:
+      return "!=";
+    case ExprKind::kLT:
+      return "<";
+    case ExprKind::kLE:
+      return "<=";
+    case ExprKind::kGT:
+      return ">";
+    case ExprKind::kGE:
+      return ">=";
+    case ExprKind::kAnd:
+      return "&&";
+    case ExprKind::kOr:
+      return "||";
+    case ExprKind::kNot:
+      return "!";
+    case ExprKind::kSelect:
+      return "select";
+    case ExprKind::kCast:
+      return "cast";
+    case ExprKind::kCall:
+      return "call";
+    case ExprKind::kLoad:
+      return "load";
   }
   return "?";
 }
@@ -114,14 +143,16 @@ PrimExpr Cast(DataType dtype, PrimExpr value) {
 }
 
 PrimExpr Call(DataType dtype, std::string name, std::vector<PrimExpr> args) {
-  return Make({.kind = ExprKind::kCall, .dtype = dtype, .name = std::move(name),
-               .args = std::move(args)});
+  return Make(
+      {.kind = ExprKind::kCall, .dtype = dtype, .name = std::move(name), .args = std::move(args)});
 }
 
 PrimExpr Load(Buffer buffer, std::vector<PrimExpr> indices) {
   KILN_CHECK_EQ(buffer->shape.size(), indices.size()) << "load of " << buffer->name;
   DataType dtype = buffer->dtype;
-  return Make({.kind = ExprKind::kLoad, .dtype = dtype, .args = std::move(indices),
+  return Make({.kind = ExprKind::kLoad,
+               .dtype = dtype,
+               .args = std::move(indices),
                .buffer = std::move(buffer)});
 }
 
@@ -130,8 +161,10 @@ bool StructuralEqual(const PrimExpr& a, const PrimExpr& b) {
   if (!a || !b) return false;
   if (a->kind != b->kind || a->dtype != b->dtype) return false;
   switch (a->kind) {
-    case ExprKind::kVar: return false;  // identity, checked above
-    case ExprKind::kIntImm: return a->int_value == b->int_value;
+    case ExprKind::kVar:
+      return false;  // identity, checked above
+    case ExprKind::kIntImm:
+      return a->int_value == b->int_value;
     case ExprKind::kFloatImm:
       return a->float_value == b->float_value ||
              (std::isnan(a->float_value) && std::isnan(b->float_value));
@@ -141,7 +174,8 @@ bool StructuralEqual(const PrimExpr& a, const PrimExpr& b) {
     case ExprKind::kCall:
       if (a->name != b->name) return false;
       break;
-    default: break;
+    default:
+      break;
   }
   if (a->args.size() != b->args.size()) return false;
   for (size_t i = 0; i < a->args.size(); ++i) {
@@ -154,12 +188,20 @@ size_t StructuralHash(const PrimExpr& e) {
   size_t h = absl::HashOf(static_cast<int>(e->kind), static_cast<int>(e->dtype.code),
                           static_cast<int>(e->dtype.bits));
   switch (e->kind) {
-    case ExprKind::kVar: return absl::HashOf(h, e.get());
-    case ExprKind::kIntImm: return absl::HashOf(h, e->int_value);
-    case ExprKind::kFloatImm: return absl::HashOf(h, e->float_value);
-    case ExprKind::kLoad: h = absl::HashOf(h, e->buffer.get()); break;
-    case ExprKind::kCall: h = absl::HashOf(h, e->name); break;
-    default: break;
+    case ExprKind::kVar:
+      return absl::HashOf(h, e.get());
+    case ExprKind::kIntImm:
+      return absl::HashOf(h, e->int_value);
+    case ExprKind::kFloatImm:
+      return absl::HashOf(h, e->float_value);
+    case ExprKind::kLoad:
+      h = absl::HashOf(h, e->buffer.get());
+      break;
+    case ExprKind::kCall:
+      h = absl::HashOf(h, e->name);
+      break;
+    default:
+      break;
   }
   for (const PrimExpr& arg : e->args) h = absl::HashOf(h, StructuralHash(arg));
   return h;
@@ -176,13 +218,26 @@ static std::string FloatText(double v) {
 
 static int Precedence(ExprKind kind) {
   switch (kind) {
-    case ExprKind::kOr: return 1;
-    case ExprKind::kAnd: return 2;
-    case ExprKind::kEQ: case ExprKind::kNE: return 3;
-    case ExprKind::kLT: case ExprKind::kLE: case ExprKind::kGT: case ExprKind::kGE: return 4;
-    case ExprKind::kAdd: case ExprKind::kSub: return 5;
-    case ExprKind::kMul: case ExprKind::kDiv: return 6;
-    default: return 10;  // atoms and function-call syntax
+    case ExprKind::kOr:
+      return 1;
+    case ExprKind::kAnd:
+      return 2;
+    case ExprKind::kEQ:
+    case ExprKind::kNE:
+      return 3;
+    case ExprKind::kLT:
+    case ExprKind::kLE:
+    case ExprKind::kGT:
+    case ExprKind::kGE:
+      return 4;
+    case ExprKind::kAdd:
+    case ExprKind::kSub:
+      return 5;
+    case ExprKind::kMul:
+    case ExprKind::kDiv:
+      return 6;
+    default:
+      return 10;  // atoms and function-call syntax
   }
 }
 
@@ -206,12 +261,33 @@ static void Print(std::ostream& os, const PrimExpr& e, int parent_precedence) {
       os << FloatText(e->float_value);
       if (e->dtype != DataType::Float()) os << ":" << e->dtype.ToString();
       break;
-    case ExprKind::kVar: os << e->name; break;
-    case ExprKind::kNot: os << "!"; Print(os, e->args[0], 10); break;
-    case ExprKind::kCast: os << "cast<" << e->dtype.ToString() << ">("; print_args(0); os << ")"; break;
-    case ExprKind::kCall: os << e->name << "("; print_args(0); os << ")"; break;
-    case ExprKind::kLoad: os << e->buffer->name << "["; print_args(0); os << "]"; break;
-    case ExprKind::kSelect: os << "select("; print_args(0); os << ")"; break;
+    case ExprKind::kVar:
+      os << e->name;
+      break;
+    case ExprKind::kNot:
+      os << "!";
+      Print(os, e->args[0], 10);
+      break;
+    case ExprKind::kCast:
+      os << "cast<" << e->dtype.ToString() << ">(";
+      print_args(0);
+      os << ")";
+      break;
+    case ExprKind::kCall:
+      os << e->name << "(";
+      print_args(0);
+      os << ")";
+      break;
+    case ExprKind::kLoad:
+      os << e->buffer->name << "[";
+      print_args(0);
+      os << "]";
+      break;
+    case ExprKind::kSelect:
+      os << "select(";
+      print_args(0);
+      os << ")";
+      break;
     default:
       if (infix) {
         // Left-associative: the right operand needs parentheses at equal precedence.
@@ -260,26 +336,43 @@ absl::StatusOr<int64_t> EvaluateInt(
     a.push_back(*v);
   }
   switch (e->kind) {
-    case ExprKind::kAdd: return a[0] + a[1];
-    case ExprKind::kSub: return a[0] - a[1];
-    case ExprKind::kMul: return a[0] * a[1];
+    case ExprKind::kAdd:
+      return a[0] + a[1];
+    case ExprKind::kSub:
+      return a[0] - a[1];
+    case ExprKind::kMul:
+      return a[0] * a[1];
     case ExprKind::kFloorDiv:
     case ExprKind::kFloorMod:
-      if (a[1] == 0) return absl::InvalidArgumentError(absl::StrCat("division by zero in ", ToString(e)));
+      if (a[1] == 0)
+        return absl::InvalidArgumentError(absl::StrCat("division by zero in ", ToString(e)));
       return e->kind == ExprKind::kFloorDiv ? FloorDivInt(a[0], a[1]) : FloorModInt(a[0], a[1]);
-    case ExprKind::kMin: return std::min(a[0], a[1]);
-    case ExprKind::kMax: return std::max(a[0], a[1]);
-    case ExprKind::kEQ: return a[0] == a[1];
-    case ExprKind::kNE: return a[0] != a[1];
-    case ExprKind::kLT: return a[0] < a[1];
-    case ExprKind::kLE: return a[0] <= a[1];
-    case ExprKind::kGT: return a[0] > a[1];
-    case ExprKind::kGE: return a[0] >= a[1];
-    case ExprKind::kAnd: return a[0] && a[1];
-    case ExprKind::kOr: return a[0] || a[1];
-    case ExprKind::kNot: return !a[0];
-    case ExprKind::kSelect: return a[0] ? a[1] : a[2];
-    case ExprKind::kCast: return a[0];
+    case ExprKind::kMin:
+      return std::min(a[0], a[1]);
+    case ExprKind::kMax:
+      return std::max(a[0], a[1]);
+    case ExprKind::kEQ:
+      return a[0] == a[1];
+    case ExprKind::kNE:
+      return a[0] != a[1];
+    case ExprKind::kLT:
+      return a[0] < a[1];
+    case ExprKind::kLE:
+      return a[0] <= a[1];
+    case ExprKind::kGT:
+      return a[0] > a[1];
+    case ExprKind::kGE:
+      return a[0] >= a[1];
+    case ExprKind::kAnd:
+      return a[0] && a[1];
+    case ExprKind::kOr:
+      return a[0] || a[1];
+    case ExprKind::kNot:
+      return !a[0];
+    case ExprKind::kSelect:
+      return a[0] ? a[1] : a[2];
+    case ExprKind::kCast:
+      return a[0];
     default:
       return absl::InvalidArgumentError(absl::StrCat("not an integer expression: ", ToString(e)));
   }

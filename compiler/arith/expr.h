@@ -40,10 +40,26 @@ struct DataType {
 
 // The node list, declared once.
 enum class ExprKind : uint8_t {
-  kIntImm, kFloatImm, kVar,
-  kAdd, kSub, kMul, kDiv,  // kDiv is true division (floats only)
-  kFloorDiv, kFloorMod, kMin, kMax,
-  kEQ, kNE, kLT, kLE, kGT, kGE, kAnd, kOr, kNot,
+  kIntImm,
+  kFloatImm,
+  kVar,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,  // kDiv is true division (floats only)
+  kFloorDiv,
+  kFloorMod,
+  kMin,
+  kMax,
+  kEQ,
+  kNE,
+  kLT,
+  kLE,
+  kGT,
+  kGE,
+  kAnd,
+  kOr,
+  kNot,
   kSelect,  // args: condition, true value, false value
   kCast,    // args: value; dtype is the target type
   kCall,    // name: intrinsic ("exp", "tanh", ...); args: operands
@@ -115,8 +131,8 @@ std::ostream& operator<<(std::ostream& os, const PrimExpr& e);
 
 // Evaluates an integer/boolean expression; vars are looked up with `lookup` (nullopt if
 // unbound makes Evaluate fail). Used by tests and by the reference shape checks.
-absl::StatusOr<int64_t> EvaluateInt(const PrimExpr& e,
-                                    const std::function<std::optional<int64_t>(const ExprNode&)>& lookup);
+absl::StatusOr<int64_t> EvaluateInt(
+    const PrimExpr& e, const std::function<std::optional<int64_t>(const ExprNode&)>& lookup);
 
 // Collects the variables an expression uses, each once, in first-use order.
 std::vector<PrimExpr> FreeVars(const PrimExpr& e);

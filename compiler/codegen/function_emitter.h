@@ -86,7 +86,6 @@ class FunctionEmitter {
   llvm::Value* EmitShapeError(const ExprNode& e);
 
   llvm::LLVMContext& ctx() { return fn_->getContext(); }
-  llvm::Value* I32(int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); }
 
   ModuleState& state_;
   const ir::PrimFunc& func_;

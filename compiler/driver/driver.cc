@@ -55,8 +55,7 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   const ir::Function main = module.functions.at("main");
   Report(events, Kind::kStage, "lower", "graph to loops and host code");
   auto after_pass = [&](const std::string& name, const ir::IRModule& m) {
-    Report(events, Kind::kPass, name,
-           absl::StrCat(m.prim_funcs.size(), " loop-level functions"));
+    Report(events, Kind::kPass, name, absl::StrCat(m.prim_funcs.size(), " loop-level functions"));
   };
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass));
   Report(events, Kind::kStage, "codegen",
@@ -66,8 +65,8 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   Artifact artifact;
   artifact.target = target.Canonical();
   artifact.file_name = target.artifact_file;
-  artifact.manifest_json = ManifestJson(
-      main, target, {target.artifact_file, Sha256Digest(so), options.Canonical()});
+  artifact.manifest_json =
+      ManifestJson(main, target, {target.artifact_file, Sha256Digest(so), options.Canonical()});
   artifact.bytes = std::move(so);
   Report(events, Kind::kInfo, "done", absl::StrCat(artifact.bytes.size(), " bytes"));
   return artifact;

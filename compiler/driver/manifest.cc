@@ -51,10 +51,18 @@ std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrCat("\\u00", absl::Hex(c, absl::kZeroPad2));
@@ -117,17 +125,16 @@ std::string SignatureText(const ir::Function& main) {
 
 std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info) {
-  return absl::StrCat(
-      "{\n  \"format\": \"kiln-artifact\",\n  \"abi_version\": ", KILN_ABI_VERSION,
-      ",\n  \"artifact\": ", JsonString(info.artifact_file),
-      ",\n  \"artifact_sha256\": ", JsonString(info.artifact_sha256),
-      ",\n  \"target\": ", JsonString(target.preset),
-      ",\n  \"target_canonical\": ", JsonString(target.Canonical()),
-      ",\n  \"compiler_version\": ", JsonString(CompilerVersion()),
-      ",\n  \"options\": ", JsonString(info.options),
-      ",\n  \"symbols\": [", absl::StrJoin(SymbolNames(main), ", "), "]",
-      ",\n  \"inputs\": ", JsonTensors(Inputs(main)),
-      ",\n  \"outputs\": ", JsonTensors(Outputs(main)), "\n}\n");
+  return absl::StrCat("{\n  \"format\": \"kiln-artifact\",\n  \"abi_version\": ", KILN_ABI_VERSION,
+                      ",\n  \"artifact\": ", JsonString(info.artifact_file),
+                      ",\n  \"artifact_sha256\": ", JsonString(info.artifact_sha256),
+                      ",\n  \"target\": ", JsonString(target.preset),
+                      ",\n  \"target_canonical\": ", JsonString(target.Canonical()),
+                      ",\n  \"compiler_version\": ", JsonString(CompilerVersion()),
+                      ",\n  \"options\": ", JsonString(info.options), ",\n  \"symbols\": [",
+                      absl::StrJoin(SymbolNames(main), ", "), "]",
+                      ",\n  \"inputs\": ", JsonTensors(Inputs(main)),
+                      ",\n  \"outputs\": ", JsonTensors(Outputs(main)), "\n}\n");
 }
 
 }  // namespace kiln::driver

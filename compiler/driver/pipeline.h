@@ -22,7 +22,8 @@ const std::vector<Pass>& Pipeline();
 // Runs the pipeline, calling `after_pass(name, module)` after each pass (for events and IR
 // dumps). Stops after the pass named `stop_after` when it is not empty.
 absl::StatusOr<ir::IRModule> RunPipeline(
-    ir::IRModule module, const std::function<void(const std::string&, const ir::IRModule&)>& after_pass,
+    ir::IRModule module,
+    const std::function<void(const std::string&, const ir::IRModule&)>& after_pass,
     const std::string& stop_after = "");
 
 }  // namespace kiln::driver

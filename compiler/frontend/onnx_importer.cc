@@ -59,8 +59,8 @@ class GraphImporter {
 
   int64_t opset_;
   arith::Analyzer analyzer_;
-  std::map<std::string, Expr> values_;               // ONNX value name -> IR value
-  std::map<std::string, PrimExpr> dim_vars_;         // dim_param -> symbolic variable
+  std::map<std::string, Expr> values_;        // ONNX value name -> IR value
+  std::map<std::string, PrimExpr> dim_vars_;  // dim_param -> symbolic variable
   std::set<std::string> used_names_;
   std::vector<Expr> params_;
   std::vector<std::string> input_names_;
@@ -68,8 +68,8 @@ class GraphImporter {
 };
 
 absl::Status NodeError(int index, const onnx::NodeProto& node, const std::string& reason) {
-  return absl::InvalidArgumentError(absl::StrCat("node ", index, " '", node.name(), "' (op ",
-                                                 node.op_type(), "): ", reason));
+  return absl::InvalidArgumentError(
+      absl::StrCat("node ", index, " '", node.name(), "' (op ", node.op_type(), "): ", reason));
 }
 
 std::string SanitizeName(const std::string& name) {
@@ -149,8 +149,8 @@ absl::Status GraphImporter::ImportInitializers(const onnx::GraphProto& graph) {
   for (const auto& init : graph.initializer()) {
     auto array = NDArrayFromTensorProto(init);
     if (!array.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("initializer '", init.name(),
-                                                     "': ", std::string(array.status().message())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer '", init.name(), "': ", std::string(array.status().message())));
     }
     Define(init.name(), ir::MakeConstant(*std::move(array)));
   }
@@ -213,14 +213,22 @@ absl::StatusOr<Expr> GraphImporter::Reshape(const std::string& name, Expr data,
 
 const std::map<std::string, GraphImporter::Converter>& GraphImporter::Converters() {
   static const auto* converters = new std::map<std::string, Converter>{
-      {"Add", &GraphImporter::ConvertBinary},         {"Sub", &GraphImporter::ConvertBinary},
-      {"Mul", &GraphImporter::ConvertBinary},         {"Div", &GraphImporter::ConvertBinary},
-      {"Relu", &GraphImporter::ConvertUnary},         {"Sigmoid", &GraphImporter::ConvertUnary},
-      {"Tanh", &GraphImporter::ConvertUnary},         {"Exp", &GraphImporter::ConvertUnary},
-      {"MatMul", &GraphImporter::ConvertMatMul},      {"Gemm", &GraphImporter::ConvertGemm},
-      {"Softmax", &GraphImporter::ConvertSoftmax},    {"Reshape", &GraphImporter::ConvertReshape},
-      {"Flatten", &GraphImporter::ConvertFlatten},    {"Transpose", &GraphImporter::ConvertTranspose},
-      {"Constant", &GraphImporter::ConvertConstant},  {"Identity", &GraphImporter::ConvertIdentity},
+      {"Add", &GraphImporter::ConvertBinary},
+      {"Sub", &GraphImporter::ConvertBinary},
+      {"Mul", &GraphImporter::ConvertBinary},
+      {"Div", &GraphImporter::ConvertBinary},
+      {"Relu", &GraphImporter::ConvertUnary},
+      {"Sigmoid", &GraphImporter::ConvertUnary},
+      {"Tanh", &GraphImporter::ConvertUnary},
+      {"Exp", &GraphImporter::ConvertUnary},
+      {"MatMul", &GraphImporter::ConvertMatMul},
+      {"Gemm", &GraphImporter::ConvertGemm},
+      {"Softmax", &GraphImporter::ConvertSoftmax},
+      {"Reshape", &GraphImporter::ConvertReshape},
+      {"Flatten", &GraphImporter::ConvertFlatten},
+      {"Transpose", &GraphImporter::ConvertTranspose},
+      {"Constant", &GraphImporter::ConvertConstant},
+      {"Identity", &GraphImporter::ConvertIdentity},
   };
   return *converters;
 }
@@ -322,7 +330,8 @@ absl::Status GraphImporter::ConvertSoftmax(const onnx::NodeProto& node) {
   PrimExpr outer = analyzer_.Simplify(Product(dims, 0, axis));
   PrimExpr inner = analyzer_.Simplify(Product(dims, axis, dims.size()));
   KILN_ASSIGN_OR_RETURN(Expr flat, Reshape(name + "_2d", x, {outer, inner}));
-  KILN_ASSIGN_OR_RETURN(Expr soft, EmitOp(name + "_softmax", "softmax", {flat}, {{"axis", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(Expr soft,
+                        EmitOp(name + "_softmax", "softmax", {flat}, {{"axis", int64_t{1}}}));
   KILN_ASSIGN_OR_RETURN(Expr y, Reshape(name, soft, dims));
   Define(name, y);
   return absl::OkStatus();
@@ -349,7 +358,8 @@ absl::Status GraphImporter::ConvertReshape(const onnx::NodeProto& node) {
     }
     if (v == 0 && !allow_zero) {
       if (i >= static_cast<int64_t>(in.size())) {
-        return absl::InvalidArgumentError(absl::StrCat("shape entry ", i, " is 0 but the input has rank ", in.size()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shape entry ", i, " is 0 but the input has rank ", in.size()));
       }
       out.push_back(in[i]);
     } else if (v < 0) {
@@ -447,8 +457,8 @@ absl::StatusOr<ir::IRModule> ImportOnnx(std::string_view model_bytes) {
   onnx::ModelProto model;
   if (model_bytes.empty() ||
       !model.ParseFromArray(model_bytes.data(), static_cast<int>(model_bytes.size()))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not an ONNX model: ", model_bytes.size(), " bytes that do not parse as a ModelProto"));
+    return absl::InvalidArgumentError(absl::StrCat("not an ONNX model: ", model_bytes.size(),
+                                                   " bytes that do not parse as a ModelProto"));
   }
   if (!model.has_graph() || model.graph().node_size() + model.graph().output_size() == 0) {
     return absl::InvalidArgumentError("not an ONNX model: it has no graph");

@@ -11,25 +11,38 @@ using arith::DataType;
 
 absl::StatusOr<DataType> DataTypeFromOnnx(int32_t elem_type) {
   switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return DataType::Float(32);
-    case onnx::TensorProto::DOUBLE: return DataType::Float(64);
-    case onnx::TensorProto::FLOAT16: return DataType::Float(16);
-    case onnx::TensorProto::INT8: return DataType::Int(8);
-    case onnx::TensorProto::INT16: return DataType::Int(16);
-    case onnx::TensorProto::INT32: return DataType::Int(32);
-    case onnx::TensorProto::INT64: return DataType::Int(64);
-    case onnx::TensorProto::UINT8: return DataType::UInt(8);
-    case onnx::TensorProto::UINT16: return DataType::UInt(16);
-    case onnx::TensorProto::UINT32: return DataType::UInt(32);
-    case onnx::TensorProto::UINT64: return DataType::UInt(64);
-    case onnx::TensorProto::BOOL: return DataType::Bool();
-    default: break;
+    case onnx::TensorProto::FLOAT:
+      return DataType::Float(32);
+    case onnx::TensorProto::DOUBLE:
+      return DataType::Float(64);
+    case onnx::TensorProto::FLOAT16:
+      return DataType::Float(16);
+    case onnx::TensorProto::INT8:
+      return DataType::Int(8);
+    case onnx::TensorProto::INT16:
+      return DataType::Int(16);
+    case onnx::TensorProto::INT32:
+      return DataType::Int(32);
+    case onnx::TensorProto::INT64:
+      return DataType::Int(64);
+    case onnx::TensorProto::UINT8:
+      return DataType::UInt(8);
+    case onnx::TensorProto::UINT16:
+      return DataType::UInt(16);
+    case onnx::TensorProto::UINT32:
+      return DataType::UInt(32);
+    case onnx::TensorProto::UINT64:
+      return DataType::UInt(64);
+    case onnx::TensorProto::BOOL:
+      return DataType::Bool();
+    default:
+      break;
   }
-  const char* name = onnx::TensorProto::DataType_IsValid(elem_type)
-                         ? onnx::TensorProto::DataType_Name(
-                               static_cast<onnx::TensorProto::DataType>(elem_type))
-                               .c_str()
-                         : "unknown";
+  const char* name =
+      onnx::TensorProto::DataType_IsValid(elem_type)
+          ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type))
+                .c_str()
+          : "unknown";
   return absl::InvalidArgumentError(
       absl::StrCat("unsupported element type ", elem_type, " (", name, ")"));
 }
@@ -38,8 +51,8 @@ absl::StatusOr<DataType> DataTypeFromOnnx(int32_t elem_type) {
 template <typename Field>
 static absl::Status CopyField(const Field& field, ir::NDArray& out) {
   if (field.size() != out.num_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat("has ", field.size(), " values for ",
-                                                   out.num_elements(), " elements"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("has ", field.size(), " values for ", out.num_elements(), " elements"));
   }
   for (int i = 0; i < field.size(); ++i) out.SetDouble(i, static_cast<double>(field.Get(i)));
   return absl::OkStatus();
@@ -68,12 +81,22 @@ absl::StatusOr<ir::NDArray> NDArrayFromTensorProto(const onnx::TensorProto& tens
     return absl::InvalidArgumentError("float16 values outside raw_data are not supported yet");
   }
   switch (tensor.data_type()) {
-    case onnx::TensorProto::FLOAT: KILN_RETURN_IF_ERROR(CopyField(tensor.float_data(), out)); break;
-    case onnx::TensorProto::DOUBLE: KILN_RETURN_IF_ERROR(CopyField(tensor.double_data(), out)); break;
-    case onnx::TensorProto::INT64: KILN_RETURN_IF_ERROR(CopyField(tensor.int64_data(), out)); break;
+    case onnx::TensorProto::FLOAT:
+      KILN_RETURN_IF_ERROR(CopyField(tensor.float_data(), out));
+      break;
+    case onnx::TensorProto::DOUBLE:
+      KILN_RETURN_IF_ERROR(CopyField(tensor.double_data(), out));
+      break;
+    case onnx::TensorProto::INT64:
+      KILN_RETURN_IF_ERROR(CopyField(tensor.int64_data(), out));
+      break;
     case onnx::TensorProto::UINT32:
-    case onnx::TensorProto::UINT64: KILN_RETURN_IF_ERROR(CopyField(tensor.uint64_data(), out)); break;
-    default: KILN_RETURN_IF_ERROR(CopyField(tensor.int32_data(), out)); break;
+    case onnx::TensorProto::UINT64:
+      KILN_RETURN_IF_ERROR(CopyField(tensor.uint64_data(), out));
+      break;
+    default:
+      KILN_RETURN_IF_ERROR(CopyField(tensor.int32_data(), out));
+      break;
   }
   return out;
 }

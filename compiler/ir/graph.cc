@@ -68,15 +68,16 @@ bool StructuralEqual(const StructInfo& a, const StructInfo& b) {
 }
 
 static std::string JoinExprs(const std::vector<PrimExpr>& exprs) {
-  return absl::StrJoin(exprs, ", ", [](std::string* out, const PrimExpr& e) {
-    out->append(arith::ToString(e));
-  });
+  return absl::StrJoin(
+      exprs, ", ", [](std::string* out, const PrimExpr& e) { out->append(arith::ToString(e)); });
 }
 
 std::string ToString(const StructInfo& info) {
   switch (info.kind) {
-    case StructInfo::Kind::kObject: return "Object";
-    case StructInfo::Kind::kPrim: return absl::StrCat("Prim(", info.dtype.ToString(), ")");
+    case StructInfo::Kind::kObject:
+      return "Object";
+    case StructInfo::Kind::kPrim:
+      return absl::StrCat("Prim(", info.dtype.ToString(), ")");
     case StructInfo::Kind::kShape:
       if (info.shape) return absl::StrCat("Shape([", JoinExprs(*info.shape), "])");
       return absl::StrCat("Shape(ndim=", info.ndim, ")");
@@ -86,10 +87,11 @@ std::string ToString(const StructInfo& info) {
       }
       return absl::StrCat("Tensor(ndim=", info.ndim, ", ", info.dtype.ToString(), ")");
     case StructInfo::Kind::kTuple:
-      return absl::StrCat("Tuple(", absl::StrJoin(info.fields, ", ", [](std::string* out, const StructInfo& f) {
-                            out->append(ToString(f));
-                          }),
-                          ")");
+      return absl::StrCat(
+          "Tuple(",
+          absl::StrJoin(info.fields, ", ",
+                        [](std::string* out, const StructInfo& f) { out->append(ToString(f)); }),
+          ")");
   }
   return "?";
 }
@@ -104,14 +106,16 @@ Expr MakeConstant(NDArray data) {
   std::vector<PrimExpr> shape;
   for (int64_t d : data.shape) shape.push_back(arith::IntImm(d));
   StructInfo info = StructInfo::Tensor(std::move(shape), data.dtype);
-  return Make({.kind = ExprKind::kConstant, .struct_info = std::move(info),
+  return Make({.kind = ExprKind::kConstant,
+               .struct_info = std::move(info),
                .data = std::make_shared<const NDArray>(std::move(data))});
 }
 
 Expr MakeTuple(std::vector<Expr> fields) {
   std::vector<StructInfo> infos;
   for (const Expr& f : fields) infos.push_back(f->struct_info);
-  return Make({.kind = ExprKind::kTuple, .struct_info = StructInfo::Tuple(std::move(infos)),
+  return Make({.kind = ExprKind::kTuple,
+               .struct_info = StructInfo::Tuple(std::move(infos)),
                .args = std::move(fields)});
 }
 
@@ -121,24 +125,31 @@ Expr MakeTupleGetItem(Expr tuple, int index) {
              index < static_cast<int>(t.fields.size()))
       << "tuple index " << index << " out of range";
   StructInfo info = t.fields[index];
-  return Make({.kind = ExprKind::kTupleGetItem, .struct_info = std::move(info),
-               .args = {std::move(tuple)}, .index = index});
+  return Make({.kind = ExprKind::kTupleGetItem,
+               .struct_info = std::move(info),
+               .args = {std::move(tuple)},
+               .index = index});
 }
 
 Expr MakeCall(std::string op, std::vector<Expr> args, Attrs attrs) {
-  return Make({.kind = ExprKind::kCall, .name = std::move(op), .args = std::move(args),
+  return Make({.kind = ExprKind::kCall,
+               .name = std::move(op),
+               .args = std::move(args),
                .attrs = std::move(attrs)});
 }
 
 Expr MakeCallTIR(std::string kernel, std::vector<Expr> args, StructInfo out) {
-  return Make({.kind = ExprKind::kCall, .struct_info = std::move(out), .name = "call_tir",
-               .args = std::move(args), .callee = std::move(kernel)});
+  return Make({.kind = ExprKind::kCall,
+               .struct_info = std::move(out),
+               .name = "call_tir",
+               .args = std::move(args),
+               .callee = std::move(kernel)});
 }
 
 Expr MakeShapeExpr(std::vector<PrimExpr> values) {
   StructInfo info = StructInfo::Shape(values);
-  return Make({.kind = ExprKind::kShapeExpr, .struct_info = std::move(info),
-               .values = std::move(values)});
+  return Make(
+      {.kind = ExprKind::kShapeExpr, .struct_info = std::move(info), .values = std::move(values)});
 }
 
 static std::string AttrText(const AttrValue& value) {
@@ -158,17 +169,21 @@ static std::string AttrText(const AttrValue& value) {
 
 std::string ToString(const Expr& expr) {
   switch (expr->kind) {
-    case ExprKind::kVar: return "%" + expr->name;
+    case ExprKind::kVar:
+      return "%" + expr->name;
     case ExprKind::kConstant: {
       std::vector<std::string> dims;
       for (int64_t d : expr->data->shape) dims.push_back(absl::StrCat(d));
       return absl::StrCat("const<", expr->data->dtype.ToString(), "[", absl::StrJoin(dims, ", "),
                           "]>");
     }
-    case ExprKind::kShapeExpr: return absl::StrCat("shape(", JoinExprs(expr->values), ")");
-    case ExprKind::kTupleGetItem: return absl::StrCat(ToString(expr->args[0]), ".", expr->index);
+    case ExprKind::kShapeExpr:
+      return absl::StrCat("shape(", JoinExprs(expr->values), ")");
+    case ExprKind::kTupleGetItem:
+      return absl::StrCat(ToString(expr->args[0]), ".", expr->index);
     case ExprKind::kTuple:
-    case ExprKind::kCall: break;
+    case ExprKind::kCall:
+      break;
   }
   std::vector<std::string> parts;
   if (!expr->callee.empty()) parts.push_back("@" + expr->callee);

@@ -37,8 +37,8 @@ bool StructuralEqual(const StructInfo& a, const StructInfo& b);
 std::string ToString(const StructInfo& info);
 
 // Operator attributes, as in ONNX: ints, floats, strings and lists of them.
-using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>,
-                               std::vector<double>>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
 using Attrs = std::map<std::string, AttrValue>;
 
 enum class ExprKind : uint8_t {
@@ -56,13 +56,13 @@ using Expr = std::shared_ptr<const ExprNode>;
 struct ExprNode {
   ExprKind kind;
   StructInfo struct_info;
-  std::string name;                    // kVar: variable name; kCall: op name
-  std::vector<Expr> args;              // kTuple, kTupleGetItem, kCall
-  Attrs attrs;                         // kCall
-  std::string callee;                  // kCall of call_tir/call_extern: kernel or library name
-  int index = 0;                       // kTupleGetItem
-  std::shared_ptr<const NDArray> data; // kConstant
-  std::vector<PrimExpr> values;        // kShapeExpr
+  std::string name;                     // kVar: variable name; kCall: op name
+  std::vector<Expr> args;               // kTuple, kTupleGetItem, kCall
+  Attrs attrs;                          // kCall
+  std::string callee;                   // kCall of call_tir/call_extern: kernel or library name
+  int index = 0;                        // kTupleGetItem
+  std::shared_ptr<const NDArray> data;  // kConstant
+  std::vector<PrimExpr> values;         // kShapeExpr
 };
 
 Expr MakeVar(std::string name, StructInfo info);

@@ -2,17 +2,21 @@
 
 #include <sstream>
 
-#include "compiler/arith/check.h"
 #include "absl/strings/str_join.h"
+#include "compiler/arith/check.h"
 
 namespace kiln::ir {
 
 const char* ForKindName(ForKind kind) {
   switch (kind) {
-    case ForKind::kSerial: return "serial";
-    case ForKind::kParallel: return "parallel";
-    case ForKind::kVectorized: return "vectorized";
-    case ForKind::kUnrolled: return "unrolled";
+    case ForKind::kSerial:
+      return "serial";
+    case ForKind::kParallel:
+      return "parallel";
+    case ForKind::kVectorized:
+      return "vectorized";
+    case ForKind::kUnrolled:
+      return "unrolled";
   }
   return "?";
 }
@@ -21,14 +25,18 @@ static Stmt Make(StmtNode node) { return std::make_shared<const StmtNode>(std::m
 
 Stmt For(PrimExpr var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body) {
   KILN_CHECK(var->kind == arith::ExprKind::kVar) << "loop variable must be a var";
-  return Make({.kind = StmtKind::kFor, .var = var, .min = min, .extent = extent,
-               .for_kind = kind, .body = body});
+  return Make({.kind = StmtKind::kFor,
+               .var = var,
+               .min = min,
+               .extent = extent,
+               .for_kind = kind,
+               .body = body});
 }
 
 Stmt Store(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value) {
   KILN_CHECK_EQ(buffer->shape.size(), indices.size()) << "store to " << buffer->name;
-  return Make({.kind = StmtKind::kStore, .value = value, .buffer = buffer,
-               .indices = std::move(indices)});
+  return Make(
+      {.kind = StmtKind::kStore, .value = value, .buffer = buffer, .indices = std::move(indices)});
 }
 
 Stmt Let(PrimExpr var, PrimExpr value, Stmt body) {
@@ -37,7 +45,9 @@ Stmt Let(PrimExpr var, PrimExpr value, Stmt body) {
 }
 
 Stmt IfThenElse(PrimExpr condition, Stmt then_case, Stmt else_case) {
-  return Make({.kind = StmtKind::kIfThenElse, .condition = condition, .then_case = then_case,
+  return Make({.kind = StmtKind::kIfThenElse,
+               .condition = condition,
+               .then_case = then_case,
                .else_case = else_case});
 }
 
@@ -57,9 +67,8 @@ Stmt Assert(PrimExpr condition, PrimExpr on_fail) {
 }
 
 static std::string Join(const std::vector<PrimExpr>& exprs) {
-  return absl::StrJoin(exprs, ", ", [](std::string* out, const PrimExpr& e) {
-    out->append(arith::ToString(e));
-  });
+  return absl::StrJoin(
+      exprs, ", ", [](std::string* out, const PrimExpr& e) { out->append(arith::ToString(e)); });
 }
 
 static void Print(std::ostream& os, const Stmt& s, int indent) {
@@ -93,7 +102,9 @@ static void Print(std::ostream& os, const Stmt& s, int indent) {
          << Join(s->buffer->shape) << "]\n";
       Print(os, s->body, indent);
       break;
-    case StmtKind::kEvaluate: os << pad << s->value << "\n"; break;
+    case StmtKind::kEvaluate:
+      os << pad << s->value << "\n";
+      break;
     case StmtKind::kSeq:
       for (const Stmt& item : s->seq) Print(os, item, indent);
       break;

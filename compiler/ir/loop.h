@@ -32,17 +32,17 @@ using Stmt = std::shared_ptr<const StmtNode>;
 
 struct StmtNode {
   StmtKind kind;
-  PrimExpr var;                  // kFor, kLet
-  PrimExpr min, extent;          // kFor
+  PrimExpr var;          // kFor, kLet
+  PrimExpr min, extent;  // kFor
   ForKind for_kind = ForKind::kSerial;
-  PrimExpr value;                // kStore, kLet, kEvaluate
-  PrimExpr condition;            // kIfThenElse, kAssert
-  PrimExpr on_fail;              // kAssert: a call that reports the error
-  Buffer buffer;                 // kStore, kAllocate
-  std::vector<PrimExpr> indices; // kStore
-  Stmt body;                     // kFor, kLet, kAllocate
-  Stmt then_case, else_case;     // kIfThenElse (else_case may be null)
-  std::vector<Stmt> seq;         // kSeq
+  PrimExpr value;                 // kStore, kLet, kEvaluate
+  PrimExpr condition;             // kIfThenElse, kAssert
+  PrimExpr on_fail;               // kAssert: a call that reports the error
+  Buffer buffer;                  // kStore, kAllocate
+  std::vector<PrimExpr> indices;  // kStore
+  Stmt body;                      // kFor, kLet, kAllocate
+  Stmt then_case, else_case;      // kIfThenElse (else_case may be null)
+  std::vector<Stmt> seq;          // kSeq
 };
 
 Stmt For(PrimExpr var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
@@ -71,14 +71,14 @@ struct PrimFunc {
 // (buffer data handles..., scalar i64 values...) exactly as the kernel declares them.
 namespace intrinsic {
 // Math, on floats: exp, log, sqrt, tanh, sigmoid, fabs, pow (two args).
-inline constexpr char kInputShape[] = "kiln.input_shape";    // (i, d) -> i64
-inline constexpr char kOutputShape[] = "kiln.output_shape";  // (i, d) -> i64
+inline constexpr char kInputShape[] = "kiln.input_shape";           // (i, d) -> i64
+inline constexpr char kOutputShape[] = "kiln.output_shape";         // (i, d) -> i64
 inline constexpr char kSetOutputShape[] = "kiln.set_output_shape";  // (i, d, value) -> i32
-inline constexpr char kInputData[] = "kiln.input_data";      // (i) -> handle
-inline constexpr char kOutputData[] = "kiln.output_data";    // (i) -> handle
-inline constexpr char kConstant[] = "kiln.constant";         // (k) -> handle to constant k
-inline constexpr char kAlloc[] = "kiln.alloc";               // (bytes) -> handle
-inline constexpr char kFree[] = "kiln.free";                 // (handle) -> i32
+inline constexpr char kInputData[] = "kiln.input_data";             // (i) -> handle
+inline constexpr char kOutputData[] = "kiln.output_data";           // (i) -> handle
+inline constexpr char kConstant[] = "kiln.constant";                // (k) -> handle to constant k
+inline constexpr char kAlloc[] = "kiln.alloc";                      // (bytes) -> handle
+inline constexpr char kFree[] = "kiln.free";                        // (handle) -> i32
 // Reports a shape mismatch through KilnEnv::shape_error: (is_output, index, dim, expected,
 // actual) -> i32. Used as an Assert's on_fail.
 inline constexpr char kShapeError[] = "kiln.shape_error";

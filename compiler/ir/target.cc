@@ -6,8 +6,8 @@
 namespace kiln::ir {
 
 std::string Target::Canonical() const {
-  return absl::StrCat("preset=", preset, ";triple=", triple, ";cpu=", cpu,
-                      ";features=", features, ";vector_bits=", vector_bits);
+  return absl::StrCat("preset=", preset, ";triple=", triple, ";cpu=", cpu, ";features=", features,
+                      ";vector_bits=", vector_bits);
 }
 
 std::vector<Target> ListPresetTargets() {

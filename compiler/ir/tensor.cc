@@ -42,8 +42,10 @@ static auto VisitElement(DataType dtype, const uint8_t* base, int64_t i, Fn fn) 
       if (dtype.bits == 32) return fn(reinterpret_cast<const uint32_t*>(base)[i]);
       if (dtype.bits == 64) return fn(reinterpret_cast<const uint64_t*>(base)[i]);
       break;
-    case DataType::kBool: return fn(reinterpret_cast<const uint8_t*>(base)[i]);
-    default: break;
+    case DataType::kBool:
+      return fn(reinterpret_cast<const uint8_t*>(base)[i]);
+    default:
+      break;
   }
   KILN_CHECK(false) << "unsupported element type " << dtype.ToString();
   return fn(0);

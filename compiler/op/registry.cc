@@ -14,16 +14,15 @@ using ir::StructInfo;
 
 namespace {
 
-using InferFn = std::function<absl::StatusOr<StructInfo>(const ir::ExprNode&,
-                                                         const arith::Analyzer&)>;
+using InferFn =
+    std::function<absl::StatusOr<StructInfo>(const ir::ExprNode&, const arith::Analyzer&)>;
 
 absl::Status OpError(const ir::ExprNode& call, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("op ", call.name, ": ", message));
 }
 
 // The arguments' tensor struct info, each with a known shape.
-absl::StatusOr<std::vector<const StructInfo*>> TensorArgs(const ir::ExprNode& call,
-                                                          size_t count) {
+absl::StatusOr<std::vector<const StructInfo*>> TensorArgs(const ir::ExprNode& call, size_t count) {
   if (call.args.size() != count) {
     return OpError(call, absl::StrCat("expects ", count, " arguments, got ", call.args.size()));
   }
@@ -41,8 +40,8 @@ absl::StatusOr<StructInfo> InferElementwiseBinary(const ir::ExprNode& call,
                                                   const arith::Analyzer& analyzer) {
   KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 2));
   if (args[0]->dtype != args[1]->dtype) {
-    return OpError(call, absl::StrCat("operand dtypes differ: ", args[0]->dtype.ToString(),
-                                      " and ", args[1]->dtype.ToString()));
+    return OpError(call, absl::StrCat("operand dtypes differ: ", args[0]->dtype.ToString(), " and ",
+                                      args[1]->dtype.ToString()));
   }
   auto shape = BroadcastShapes(*args[0]->shape, *args[1]->shape, analyzer);
   if (!shape.ok()) return OpError(call, std::string(shape.status().message()));
@@ -54,14 +53,13 @@ absl::StatusOr<StructInfo> InferUnary(const ir::ExprNode& call, const arith::Ana
   return *args[0];
 }
 
-absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call,
-                                       const arith::Analyzer& analyzer) {
+absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call, const arith::Analyzer& analyzer) {
   KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 2));
   const auto& a = *args[0]->shape;
   const auto& b = *args[1]->shape;
   if (a.size() < 2 || b.size() < 2) {
-    return OpError(call, absl::StrCat("operands must have rank >= 2, got ", a.size(), " and ",
-                                      b.size()));
+    return OpError(call,
+                   absl::StrCat("operands must have rank >= 2, got ", a.size(), " and ", b.size()));
   }
   if (args[0]->dtype != args[1]->dtype) return OpError(call, "operand dtypes differ");
   const PrimExpr& k_a = a[a.size() - 1];
@@ -108,33 +106,38 @@ absl::StatusOr<StructInfo> InferTranspose(const ir::ExprNode& call, const arith:
   return StructInfo::Tensor(std::move(out), args[0]->dtype);
 }
 
-absl::StatusOr<StructInfo> InferReshape(const ir::ExprNode& call,
-                                        const arith::Analyzer& analyzer) {
+absl::StatusOr<StructInfo> InferReshape(const ir::ExprNode& call, const arith::Analyzer& analyzer) {
   if (call.args.size() != 2 || call.args[1]->kind != ir::ExprKind::kShapeExpr) {
     return OpError(call, "expects a tensor and a shape expression");
   }
-  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs({.kind = call.kind, .name = call.name,
-                                               .args = {call.args[0]}},
-                                              1));
+  KILN_ASSIGN_OR_RETURN(
+      auto args, TensorArgs({.kind = call.kind, .name = call.name, .args = {call.args[0]}}, 1));
   const std::vector<PrimExpr>& target = call.args[1]->values;
   PrimExpr in_size = arith::IntImm(1), out_size = arith::IntImm(1);
   for (const PrimExpr& d : *args[0]->shape) in_size = in_size * d;
   for (const PrimExpr& d : target) out_size = out_size * d;
   if (!analyzer.ProveEqual(in_size, out_size)) {
-    return OpError(call, absl::StrCat("cannot reshape ", arith::ToString(analyzer.Simplify(in_size)),
-                                      " elements into ", arith::ToString(analyzer.Simplify(out_size))));
+    return OpError(call,
+                   absl::StrCat("cannot reshape ", arith::ToString(analyzer.Simplify(in_size)),
+                                " elements into ", arith::ToString(analyzer.Simplify(out_size))));
   }
   return StructInfo::Tensor(target, args[0]->dtype);
 }
 
 const std::map<std::string, InferFn, std::less<>>& Registry() {
   static const auto* registry = new std::map<std::string, InferFn, std::less<>>{
-      {"add", InferElementwiseBinary},   {"subtract", InferElementwiseBinary},
-      {"multiply", InferElementwiseBinary}, {"divide", InferElementwiseBinary},
-      {"relu", InferUnary},              {"sigmoid", InferUnary},
-      {"tanh", InferUnary},              {"exp", InferUnary},
-      {"copy", InferUnary},              {"matmul", InferMatmul},
-      {"softmax", InferSoftmax},         {"transpose", InferTranspose},
+      {"add", InferElementwiseBinary},
+      {"subtract", InferElementwiseBinary},
+      {"multiply", InferElementwiseBinary},
+      {"divide", InferElementwiseBinary},
+      {"relu", InferUnary},
+      {"sigmoid", InferUnary},
+      {"tanh", InferUnary},
+      {"exp", InferUnary},
+      {"copy", InferUnary},
+      {"matmul", InferMatmul},
+      {"softmax", InferSoftmax},
+      {"transpose", InferTranspose},
       {"reshape", InferReshape},
   };
   return *registry;
@@ -171,9 +174,9 @@ absl::StatusOr<std::vector<PrimExpr>> BroadcastShapes(const std::vector<PrimExpr
     } else if (db->is_const_int(1) || analyzer.ProveEqual(da, db)) {
       out[i] = da;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot broadcast dimension ", i, ": ", arith::ToString(da), " with ",
-                       arith::ToString(db)));
+      return absl::InvalidArgumentError(absl::StrCat("cannot broadcast dimension ", i, ": ",
+                                                     arith::ToString(da), " with ",
+                                                     arith::ToString(db)));
     }
   }
   return out;

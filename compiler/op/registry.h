@@ -29,9 +29,9 @@ absl::StatusOr<ir::StructInfo> InferStructInfo(const ir::ExprNode& call,
                                                const arith::Analyzer& analyzer);
 
 // Broadcasts two shapes numpy-style. Exposed for legalization, which needs the same rule.
-absl::StatusOr<std::vector<arith::PrimExpr>> BroadcastShapes(
-    const std::vector<arith::PrimExpr>& a, const std::vector<arith::PrimExpr>& b,
-    const arith::Analyzer& analyzer);
+absl::StatusOr<std::vector<arith::PrimExpr>> BroadcastShapes(const std::vector<arith::PrimExpr>& a,
+                                                             const std::vector<arith::PrimExpr>& b,
+                                                             const arith::Analyzer& analyzer);
 
 // Reads an integer attribute, or `fallback` when absent.
 int64_t GetIntAttr(const ir::Attrs& attrs, const std::string& name, int64_t fallback);

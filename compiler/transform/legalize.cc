@@ -38,9 +38,8 @@ Stmt LoopNest(const std::vector<PrimExpr>& shape, const std::string& prefix,
 
 // out[idx] = fcompute(idx) for every element of `out`.
 Stmt Compute(const Buffer& out, const std::function<PrimExpr(const Indices&)>& fcompute) {
-  return LoopNest(out->shape, "i", [&](const Indices& idx) {
-    return ir::Store(out, idx, fcompute(idx));
-  });
+  return LoopNest(out->shape, "i",
+                  [&](const Indices& idx) { return ir::Store(out, idx, fcompute(idx)); });
 }
 
 // Loads `buf` at the output position `idx`, numpy broadcasting: dims are aligned from the
@@ -141,12 +140,14 @@ Stmt SoftmaxBody(const KernelContext& k) {
     PrimExpr shifted = arith::Load(x, at) - arith::Load(max_buf, zero);
     Stmt body = ir::Seq({
         ir::Store(max_buf, zero, arith::FloatImm(-INFINITY, t)),
-        over_axis(ir::Store(max_buf, zero, arith::Max(arith::Load(max_buf, zero), arith::Load(x, at)))),
+        over_axis(
+            ir::Store(max_buf, zero, arith::Max(arith::Load(max_buf, zero), arith::Load(x, at)))),
         ir::Store(sum_buf, zero, Zero(t)),
-        over_axis(ir::Seq({ir::Store(y, at, arith::Call(t, "exp", {shifted})),
-                           ir::Store(sum_buf, zero, arith::Load(sum_buf, zero) + arith::Load(y, at))})),
-        over_axis(ir::Store(y, at, arith::Binary(ExprKind::kDiv, arith::Load(y, at),
-                                                 arith::Load(sum_buf, zero)))),
+        over_axis(
+            ir::Seq({ir::Store(y, at, arith::Call(t, "exp", {shifted})),
+                     ir::Store(sum_buf, zero, arith::Load(sum_buf, zero) + arith::Load(y, at))})),
+        over_axis(ir::Store(
+            y, at, arith::Binary(ExprKind::kDiv, arith::Load(y, at), arith::Load(sum_buf, zero)))),
     });
     return ir::Allocate(max_buf, ir::Allocate(sum_buf, body));
   });
@@ -188,9 +189,8 @@ absl::StatusOr<Stmt> KernelBody(const KernelContext& k) {
     if (op != "relu" && op != "copy" && !k.out->dtype.is_float()) {
       return absl::InvalidArgumentError(absl::StrCat("op ", op, " needs a float tensor"));
     }
-    return Compute(k.out, [&](const Indices& idx) {
-      return ApplyUnary(op, arith::Load(k.inputs[0], idx));
-    });
+    return Compute(
+        k.out, [&](const Indices& idx) { return ApplyUnary(op, arith::Load(k.inputs[0], idx)); });
   }
   if (op == "matmul") return MatmulBody(k);
   if (op == "softmax") return SoftmaxBody(k);

@@ -93,8 +93,8 @@ class HostLowering {
     }
     for (const ir::Expr& e : outputs_) {
       if (!e->struct_info.is_tensor() || !e->struct_info.shape) {
-        return absl::UnimplementedError(
-            absl::StrCat("output ", e->name, " has a shape computed at run time; not supported yet"));
+        return absl::UnimplementedError(absl::StrCat(
+            "output ", e->name, " has a shape computed at run time; not supported yet"));
       }
     }
     return absl::OkStatus();
@@ -114,8 +114,8 @@ class HostLowering {
       for (const PrimExpr& d : *e->struct_info.shape) {
         for (const PrimExpr& v : arith::FreeVars(d)) {
           if (!binder_.count(v.get())) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "symbolic dim ", v->name, " of output ", e->name, " is not an input dim"));
+            return absl::InvalidArgumentError(absl::StrCat("symbolic dim ", v->name, " of output ",
+                                                           e->name, " is not an input dim"));
           }
         }
       }
@@ -160,8 +160,8 @@ class HostLowering {
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const auto& dims = *outputs_[i]->struct_info.shape;
       for (size_t d = 0; d < dims.size(); ++d) {
-        p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kSetOutputShape,
-                                     {I32(i), I32(d), dims[d]})));
+        p.Emit(ir::Evaluate(
+            HostCall(DataType::Int(32), intrinsic::kSetOutputShape, {I32(i), I32(d), dims[d]})));
       }
     }
     return p.Finish();
@@ -243,7 +243,8 @@ class HostLowering {
 
   PrimExpr DataHandle(const ir::Expr& value) {
     if (value->kind == ir::ExprKind::kConstant) {
-      auto [it, inserted] = constant_index_.try_emplace(value->data.get(), module_.constants.size());
+      auto [it, inserted] =
+          constant_index_.try_emplace(value->data.get(), module_.constants.size());
       if (inserted) module_.constants.push_back(value->data);
       return HostCall(DataType::Handle(), intrinsic::kConstant, {I32(it->second)});
     }

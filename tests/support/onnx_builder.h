@@ -38,8 +38,8 @@ class OnnxBuilder {
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (int64_t d : dims) t->add_dims(d);
-    t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()),
-                                values.size() * sizeof(float)));
+    t->set_raw_data(
+        std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
   }
   void Int64Initializer(const std::string& name, const std::vector<int64_t>& dims,
                         const std::vector<int64_t>& values) {
@@ -70,8 +70,7 @@ class OnnxBuilder {
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(v);
   }
-  static void IntsAttr(onnx::NodeProto& n, const std::string& name,
-                       const std::vector<int64_t>& v) {
+  static void IntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n.add_attribute();
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);

@@ -60,19 +60,26 @@ TEST_F(AnalyzerTest, ConstBoundsUseVariableBounds) {
 PrimExpr RandomExpr(std::mt19937& rng, const std::vector<PrimExpr>& vars, int depth) {
   std::uniform_int_distribution<int> pick(0, depth <= 0 ? 1 : 8);
   switch (pick(rng)) {
-    case 0: return IntImm(std::uniform_int_distribution<int>(-5, 5)(rng));
-    case 1: return vars[std::uniform_int_distribution<size_t>(0, vars.size() - 1)(rng)];
-    case 2: return RandomExpr(rng, vars, depth - 1) + RandomExpr(rng, vars, depth - 1);
-    case 3: return RandomExpr(rng, vars, depth - 1) - RandomExpr(rng, vars, depth - 1);
-    case 4: return RandomExpr(rng, vars, depth - 1) * RandomExpr(rng, vars, depth - 1);
+    case 0:
+      return IntImm(std::uniform_int_distribution<int>(-5, 5)(rng));
+    case 1:
+      return vars[std::uniform_int_distribution<size_t>(0, vars.size() - 1)(rng)];
+    case 2:
+      return RandomExpr(rng, vars, depth - 1) + RandomExpr(rng, vars, depth - 1);
+    case 3:
+      return RandomExpr(rng, vars, depth - 1) - RandomExpr(rng, vars, depth - 1);
+    case 4:
+      return RandomExpr(rng, vars, depth - 1) * RandomExpr(rng, vars, depth - 1);
     case 5:
       return FloorDiv(RandomExpr(rng, vars, depth - 1),
                       IntImm(std::uniform_int_distribution<int>(1, 6)(rng)));
     case 6:
       return FloorMod(RandomExpr(rng, vars, depth - 1),
                       IntImm(std::uniform_int_distribution<int>(1, 6)(rng)));
-    case 7: return Min(RandomExpr(rng, vars, depth - 1), RandomExpr(rng, vars, depth - 1));
-    default: return Max(RandomExpr(rng, vars, depth - 1), RandomExpr(rng, vars, depth - 1));
+    case 7:
+      return Min(RandomExpr(rng, vars, depth - 1), RandomExpr(rng, vars, depth - 1));
+    default:
+      return Max(RandomExpr(rng, vars, depth - 1), RandomExpr(rng, vars, depth - 1));
   }
 }
 
@@ -104,8 +111,7 @@ TEST(AnalyzerPropertyTest, SimplifyKeepsValuesAndIsIdempotent) {
       auto got = EvaluateInt(s, lookup);
       ASSERT_TRUE(want.ok() && got.ok());
       ASSERT_EQ(*want, *got) << "seed " << seed << ": " << e << " simplified to " << s
-                             << " at a=" << values[0] << " b=" << values[1]
-                             << " c=" << values[2];
+                             << " at a=" << values[0] << " b=" << values[1] << " c=" << values[2];
     }
   }
 }

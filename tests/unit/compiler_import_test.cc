@@ -14,9 +14,7 @@ using testing::OnnxBuilder;
 
 const ir::Function& Main(const ir::IRModule& m) { return m.functions.at("main"); }
 
-std::string ResultInfo(const ir::IRModule& m) {
-  return ir::ToString(Main(m).result->struct_info);
-}
+std::string ResultInfo(const ir::IRModule& m) { return ir::ToString(Main(m).result->struct_info); }
 
 std::string SmallMlp() {
   OnnxBuilder b;
@@ -141,7 +139,10 @@ TEST(LowerHostTest, HostCodeBindsChecksAndCallsKernels) {
   std::string run = ir::ToString(lowered->prim_funcs.at("kiln_run"));
   // batch is bound from input 0's dim 0, dim 1 is checked against 4, outputs are checked.
   EXPECT_NE(run.find("let batch: i64 = kiln.input_shape(0:i32, 0:i32)"), std::string::npos) << run;
-  EXPECT_NE(run.find("assert kiln.input_shape(0:i32, 1:i32) == 4 else kiln.shape_error(0:i32, 0:i32, 1:i32, 4, kiln.input_shape(0:i32, 1:i32))"), std::string::npos) << run;
+  EXPECT_NE(run.find("assert kiln.input_shape(0:i32, 1:i32) == 4 else kiln.shape_error(0:i32, "
+                     "0:i32, 1:i32, 4, kiln.input_shape(0:i32, 1:i32))"),
+            std::string::npos)
+      << run;
   EXPECT_NE(run.find("assert kiln.output_shape(0:i32, 0:i32) == batch"), std::string::npos) << run;
   EXPECT_EQ(lowered->constants.size(), 4u);
 }

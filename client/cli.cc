@@ -1,0 +1,212 @@
+#include "client/cli.h"
+
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln::client {
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  kiln compile MODEL.onnx --target T [--target T ...] --out DIR [--server HOST:PORT]\n"
+    "               [--dim-bound NAME=N ...] [--timeout SECONDS]\n"
+    "  kiln run ARTIFACT_DIR --input NAME=FILE ... --out DIR\n"
+    "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
+    "Results go to stdout, progress and errors to stderr.\n";
+
+struct FlagSpec {
+  std::string name;
+  bool repeated = false;
+};
+
+struct ParsedWords {
+  std::vector<std::string> positionals;
+  std::map<std::string, std::vector<std::string>> flags;
+
+  std::string Get(const std::string& name) const {
+    auto it = flags.find(name);
+    return it == flags.end() ? "" : it->second.front();
+  }
+  std::vector<std::string> GetAll(const std::string& name) const {
+    auto it = flags.find(name);
+    return it == flags.end() ? std::vector<std::string>{} : it->second;
+  }
+};
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+absl::StatusOr<ParsedWords> SplitWords(const std::vector<std::string>& words,
+                                       const std::vector<FlagSpec>& specs) {
+  ParsedWords parsed;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    if (word.size() < 2 || word[0] != '-') {
+      parsed.positionals.push_back(word);
+      continue;
+    }
+    std::string name = word == "-t" ? "target" : word.substr(2);
+    std::string value;
+    bool inline_value = false;
+    if (size_t eq = name.find('='); eq != std::string::npos && word.starts_with("--")) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const FlagSpec* spec = nullptr;
+    for (const FlagSpec& s : specs) spec = s.name == name ? &s : spec;
+    if (spec == nullptr || (word != "-t" && !word.starts_with("--"))) {
+      return Invalid(absl::StrCat("unknown flag '", word, "'"));
+    }
+    if (!inline_value && ++i == words.size()) {
+      return Invalid(absl::StrCat("--", name, " needs a value"));
+    }
+    if (!inline_value) value = words[i];
+    std::vector<std::string>& values = parsed.flags[name];
+    if (!spec->repeated && !values.empty())
+      return Invalid(absl::StrCat("--", name, " given twice"));
+    values.push_back(value);
+  }
+  return parsed;
+}
+
+absl::StatusOr<std::string> OnePositional(const ParsedWords& parsed, const std::string& what) {
+  if (parsed.positionals.size() != 1) {
+    return Invalid(absl::StrCat("expected one ", what, ", got ", parsed.positionals.size(),
+                                " positional arguments"));
+  }
+  return parsed.positionals[0];
+}
+
+// "NAME=VALUE" with both parts non-empty.
+absl::StatusOr<std::pair<std::string, std::string>> SplitAssignment(const std::string& flag,
+                                                                    const std::string& text) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(text, absl::MaxSplits('=', 1));
+  if (parts.first.empty() || parts.second.empty()) {
+    return Invalid(absl::StrCat("--", flag, " expects NAME=VALUE, got '", text, "'"));
+  }
+  return parts;
+}
+
+absl::StatusOr<int64_t> PositiveInt(const std::string& flag, const std::string& text) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value <= 0) {
+    return Invalid(absl::StrCat("--", flag, " expects a positive integer, got '", text, "'"));
+  }
+  return value;
+}
+
+absl::StatusOr<int64_t> TimeoutSeconds(const ParsedWords& parsed) {
+  std::string text = parsed.Get("timeout");
+  if (text.empty()) return 600;
+  return PositiveInt("timeout", text);
+}
+
+absl::Status DimBounds(const ParsedWords& parsed, std::map<std::string, int64_t>* bounds) {
+  for (const std::string& text : parsed.GetAll("dim-bound")) {
+    auto assignment = SplitAssignment("dim-bound", text);
+    if (!assignment.ok()) return assignment.status();
+    absl::StatusOr<int64_t> bound = PositiveInt("dim-bound", assignment->second);
+    if (!bound.ok()) return bound.status();
+    (*bounds)[assignment->first] = *bound;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CompileArgs> ParseCompileArgs(const std::vector<std::string>& words) {
+  auto parsed =
+      SplitWords(words, {{"target", true}, {"server"}, {"out"}, {"dim-bound", true}, {"timeout"}});
+  if (!parsed.ok()) return parsed.status();
+  CompileArgs args;
+  absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
+  if (!model.ok()) return model.status();
+  args.model_path = *model;
+  args.targets = parsed->GetAll("target");
+  args.server = parsed->Get("server");
+  args.out_dir = parsed->Get("out");
+  if (args.targets.empty()) return Invalid("at least one --target is needed");
+  if (args.out_dir.empty()) return Invalid("--out DIR is needed");
+  absl::Status bounds = DimBounds(*parsed, &args.dim_bounds);
+  if (!bounds.ok()) return bounds;
+  absl::StatusOr<int64_t> timeout = TimeoutSeconds(*parsed);
+  if (!timeout.ok()) return timeout.status();
+  args.timeout_s = *timeout;
+  return args;
+}
+
+absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(words, {{"input", true}, {"out"}});
+  if (!parsed.ok()) return parsed.status();
+  RunArgs args;
+  absl::StatusOr<std::string> dir = OnePositional(*parsed, "artifact folder");
+  if (!dir.ok()) return dir.status();
+  args.artifact_dir = *dir;
+  args.out_dir = parsed->Get("out");
+  if (args.out_dir.empty()) return Invalid("--out DIR is needed");
+  for (const std::string& text : parsed->GetAll("input")) {
+    auto assignment = SplitAssignment("input", text);
+    if (!assignment.ok()) return assignment.status();
+    args.inputs.push_back(*assignment);
+  }
+  return args;
+}
+
+absl::StatusOr<TargetsArgs> ParseTargetsArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(words, {{"server"}, {"timeout"}});
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->positionals.empty()) {
+    return Invalid(absl::StrCat("unexpected argument '", parsed->positionals[0], "'"));
+  }
+  TargetsArgs args;
+  args.server = parsed->Get("server");
+  absl::StatusOr<int64_t> timeout = TimeoutSeconds(*parsed);
+  if (!timeout.ok()) return timeout.status();
+  args.timeout_s = *timeout;
+  return args;
+}
+
+namespace {
+
+// Parses the words for one command and runs it; 2 for bad usage.
+template <typename Args>
+int Dispatch(const std::string& command, const std::vector<std::string>& words,
+             absl::StatusOr<Args> (*parse)(const std::vector<std::string>&),
+             absl::Status (*run)(const Args&, Console), Console console) {
+  absl::StatusOr<Args> args = parse(words);
+  if (!args.ok()) {
+    console.err << "kiln " << command << ": " << args.status().message() << "\n" << kUsage;
+    return 2;
+  }
+  absl::Status status = run(*args, console);
+  if (status.ok()) return 0;
+  console.err << "error: " << status << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostream& err) {
+  Console console{out, err};
+  if (words.empty()) {
+    err << kUsage;
+    return 2;
+  }
+  const std::string& command = words[0];
+  std::vector<std::string> rest(words.begin() + 1, words.end());
+  if (command == "-h" || command == "--help" || command == "help") {
+    out << kUsage;
+    return 0;
+  }
+  if (command == "compile") return Dispatch(command, rest, &ParseCompileArgs, &Compile, console);
+  if (command == "run") return Dispatch(command, rest, &ParseRunArgs, &Run, console);
+  if (command == "targets")
+    return Dispatch(command, rest, &ParseTargetsArgs, &ListTargets, console);
+  err << "kiln: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}
+
+}  // namespace kiln::client

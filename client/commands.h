@@ -1,0 +1,48 @@
+// The kiln CLI's commands as functions: arguments in, files and text out. cli.cc turns argv
+// into these structs; tests call the functions directly.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace kiln::client {
+
+// Results go to out (stdout), progress to err (stderr).
+struct Console {
+  std::ostream& out;
+  std::ostream& err;
+};
+
+struct CompileArgs {
+  std::string model_path;
+  std::vector<std::string> targets;  // presets as the user named them
+  std::string server;                // "host:port"; empty compiles in-process
+  std::string out_dir;
+  std::map<std::string, int64_t> dim_bounds;
+  int64_t timeout_s = 600;  // deadline of each RPC
+};
+// Writes out_dir/<target>/<artifact file> and out_dir/<target>/manifest.json per target.
+absl::Status Compile(const CompileArgs& args, Console console);
+
+struct RunArgs {
+  std::string artifact_dir;  // a folder with one .so artifact, or the artifact itself
+  std::vector<std::pair<std::string, std::string>> inputs;  // name, .npy or .pb file
+  std::string out_dir;
+};
+// Runs the artifact and writes out_dir/<output name>.npy per output.
+absl::Status Run(const RunArgs& args, Console console);
+
+struct TargetsArgs {
+  std::string server;  // empty lists the compiler's own presets
+  int64_t timeout_s = 600;
+};
+// One line per preset: name, tab, canonical form.
+absl::Status ListTargets(const TargetsArgs& args, Console console);
+
+}  // namespace kiln::client

@@ -1,0 +1,131 @@
+// `kiln run`: load an artifact with the runtime, feed it tensors from files, write outputs.
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/commands.h"
+#include "client/tensor_io.h"
+#include "kiln/runtime.hpp"
+
+namespace kiln::client {
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// The artifact itself, or the one .so in a folder that `kiln compile` wrote.
+absl::StatusOr<std::string> FindArtifact(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return path;
+  if (!std::filesystem::is_directory(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("no artifact folder '", path, "'"));
+  }
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    if (entry.path().extension() == ".so") found.push_back(entry.path().string());
+  }
+  if (found.size() == 1) return found[0];
+  if (found.empty()) return absl::NotFoundError(absl::StrCat("no .so artifact in '", path, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("several artifacts in '", path, "': ", absl::StrJoin(found, ", ")));
+}
+
+std::string DescribeInputs(const std::vector<runtime::TensorInfo>& inputs) {
+  std::vector<std::string> parts;
+  for (const auto& input : inputs) parts.push_back(input.name + " " + runtime::Describe(input));
+  return absl::StrJoin(parts, ", ");
+}
+
+// Reads one file per model input, in the model's order; names must match exactly.
+absl::StatusOr<NamedTensors> ReadInputs(const RunArgs& args,
+                                        const std::vector<runtime::TensorInfo>& expected) {
+  std::map<std::string, std::string> files;
+  for (const auto& [name, file] : args.inputs) {
+    if (!files.emplace(name, file).second) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' given twice"));
+    }
+    bool known = false;
+    for (const auto& input : expected) known = known || input.name == name;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown input '", name, "'; the model's inputs are: ", DescribeInputs(expected)));
+    }
+  }
+  NamedTensors tensors;
+  for (const auto& input : expected) {
+    auto file = files.find(input.name);
+    if (file == files.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing input '", input.name, "' (", runtime::Describe(input),
+                       "); give it with --input ", input.name, "=FILE"));
+    }
+    absl::StatusOr<Tensor> tensor = ReadTensorFile(file->second);
+    if (!tensor.ok()) return tensor.status();
+    tensors.emplace_back(input.name, *std::move(tensor));
+  }
+  return tensors;
+}
+
+// Computes output shapes, allocates the outputs and runs the artifact.
+absl::StatusOr<NamedTensors> Execute(const runtime::Model& model, NamedTensors& inputs) {
+  std::vector<DLTensor> in;
+  for (auto& [name, tensor] : inputs) in.push_back(tensor.View());
+  std::vector<std::vector<int64_t>> shapes;
+  std::string error;
+  if (!model.OutputShapes(in, &shapes, &error)) return absl::InvalidArgumentError(error);
+  NamedTensors outputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    absl::StatusOr<Tensor> tensor = MakeTensor(model.outputs()[i].dtype, shapes[i]);
+    if (!tensor.ok()) return tensor.status();
+    outputs.emplace_back(model.outputs()[i].name, *std::move(tensor));
+  }
+  std::vector<DLTensor> out;
+  for (auto& [name, tensor] : outputs) out.push_back(tensor.View());
+  if (!model.Run(in, &out, &error)) return absl::InvalidArgumentError(error);
+  return outputs;
+}
+
+// Tensor names may hold characters a file name must not ("encoder/out:0").
+std::string FileNameFor(const std::string& tensor_name) {
+  std::string name = tensor_name;
+  for (char& c : name) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  }
+  return name + ".npy";
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::Status WriteOutputs(const std::string& out_dir, const NamedTensors& outputs,
+                          Console console) {
+  for (const auto& [name, tensor] : outputs) {
+    std::string path = (std::filesystem::path(out_dir) / FileNameFor(name)).string();
+    absl::Status status = WriteNpyFile(path, tensor);
+    if (!status.ok()) return status;
+    console.out << name << ": " << path << " " << runtime::DTypeText(tensor.dtype)
+                << ShapeText(tensor.shape) << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Run(const RunArgs& args, Console console) {
+  if (args.out_dir.empty()) return absl::InvalidArgumentError("no output folder given (--out)");
+  absl::StatusOr<std::string> path = FindArtifact(args.artifact_dir);
+  if (!path.ok()) return path.status();
+  std::string error;
+  std::unique_ptr<runtime::Model> model = runtime::Model::Load(*path, &error);
+  if (model == nullptr) return absl::InvalidArgumentError(error);
+  absl::StatusOr<NamedTensors> inputs = ReadInputs(args, model->inputs());
+  if (!inputs.ok()) return inputs.status();
+  // The seam for `--reference`: the reference interpreter would take the same inputs and give
+  // outputs in the same form, from the ONNX model instead of the artifact.
+  absl::StatusOr<NamedTensors> outputs = Execute(*model, *inputs);
+  if (!outputs.ok()) return outputs.status();
+  return WriteOutputs(args.out_dir, *outputs, console);
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,176 @@
+// IRModule -> LLVM module -> optimized object -> shared object. Every call gets its own
+// LLVMContext and TargetMachine, so the daemon may compile several jobs at once.
+#include "compiler/arith/check.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/codegen/function_emitter.h"
+#include "compiler/codegen/shared_object.h"
+#include "compiler/codegen/target_machine.h"
+#include "kiln/artifact_abi.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Triple.h"
+
+namespace kiln::codegen {
+
+ModuleState::ModuleState(llvm::Module& module, const ir::IRModule& ir)
+    : module(module), ir(ir), constants(ir.constants.size(), nullptr), math(module) {
+  llvm::LLVMContext& ctx = module.getContext();
+  auto* ptr = llvm::PointerType::getUnqual(ctx);
+  auto* i8 = llvm::Type::getInt8Ty(ctx);
+  auto* i16 = llvm::Type::getInt16Ty(ctx);
+  auto* i32 = llvm::Type::getInt32Ty(ctx);
+  auto* i64 = llvm::Type::getInt64Ty(ctx);
+  // dlpack 0.6: data, device {type, id}, ndim, dtype {code, bits, lanes}, shape, strides,
+  // byte_offset. The target's data layout gives the offsets (pointers are 4 bytes on wasm32).
+  dl_tensor = llvm::StructType::create(ctx,
+                                       {ptr, llvm::StructType::get(ctx, {i32, i32}), i32,
+                                        llvm::StructType::get(ctx, {i8, i8, i16}), ptr, ptr, i64},
+                                       "DLTensor");
+  env = llvm::StructType::create(ctx, {ptr, ptr, ptr, ptr}, "KilnEnv");
+}
+
+namespace {
+
+// Kernels: internal `void name(ptr noalias buffers..., scalars...)`, kept out of line so each
+// stays one function in profiles. Host functions: exported `i32 name(ptr env, ptr inputs,
+// ptr outputs)`.
+llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
+                                const ir::PrimFunc& func) {
+  llvm::LLVMContext& ctx = module.getContext();
+  auto* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Function* fn;
+  if (func.is_host) {
+    auto* type = llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx), {ptr, ptr, ptr}, false);
+    fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, module);
+    const char* names[] = {"env", "inputs", "outputs"};
+    for (int i = 0; i < 3; ++i) fn->getArg(i)->setName(names[i]);
+  } else {
+    std::vector<llvm::Type*> params(func.buffers.size(), ptr);
+    for (const PrimExpr& s : func.scalars) params.push_back(RegisterType(ctx, s->dtype));
+    auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
+    fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, module);
+    for (size_t i = 0; i < func.buffers.size(); ++i) {
+      fn->addParamAttr(i, llvm::Attribute::NoAlias);
+      fn->getArg(i)->setName(func.buffers[i]->name);
+    }
+    for (size_t i = 0; i < func.scalars.size(); ++i) {
+      fn->getArg(func.buffers.size() + i)->setName(func.scalars[i]->name);
+    }
+    fn->addFnAttr(llvm::Attribute::NoInline);
+  }
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  return fn;
+}
+
+// `i32 kiln_abi_version()` and `ptr kiln_signature()`.
+void EmitMetadataFunctions(llvm::Module& module, const std::string& signature) {
+  llvm::LLVMContext& ctx = module.getContext();
+  llvm::IRBuilder<> b(ctx);
+  auto* version =
+      llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), false),
+                             llvm::GlobalValue::ExternalLinkage, KILN_SYMBOL_ABI_VERSION, module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", version));
+  b.CreateRet(b.getInt32(KILN_ABI_VERSION));
+
+  auto* text = llvm::ConstantDataArray::getString(ctx, signature, /*AddNull=*/true);
+  auto* global =
+      new llvm::GlobalVariable(module, text->getType(), true, llvm::GlobalValue::PrivateLinkage,
+                               text, "kiln.signature.text");
+  global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  auto* get =
+      llvm::Function::Create(llvm::FunctionType::get(b.getPtrTy(), false),
+                             llvm::GlobalValue::ExternalLinkage, KILN_SYMBOL_SIGNATURE, module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", get));
+  b.CreateRet(global);
+  for (llvm::Function* fn : {version, get}) fn->addFnAttr(llvm::Attribute::NoUnwind);
+}
+
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx,
+                                                          const ir::IRModule& ir,
+                                                          const std::string& signature,
+                                                          llvm::TargetMachine& machine) {
+  for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE}) {
+    if (ir.prim_funcs.count(reserved)) {
+      return absl::InternalError(std::string("a PrimFunc is named ") + reserved +
+                                 ", which the artifact ABI reserves");
+    }
+  }
+  auto module = std::make_unique<llvm::Module>("kiln", ctx);
+  module->setTargetTriple(machine.getTargetTriple().str());
+  module->setDataLayout(machine.createDataLayout());
+  module->setPICLevel(llvm::PICLevel::BigPIC);
+  ModuleState state(*module, ir);
+  for (const auto& [name, func] : ir.prim_funcs) {
+    state.functions[name] = DeclareFunction(*module, name, func);
+  }
+  for (const auto& [name, func] : ir.prim_funcs) {
+    FunctionEmitter(state, func, state.functions.at(name)).Emit();
+  }
+  EmitMetadataFunctions(*module, signature);
+  for (llvm::Function& fn : *module) {
+    if (fn.isDeclaration()) continue;
+    fn.addFnAttr("target-cpu", machine.getTargetCPU());
+    if (!machine.getTargetFeatureString().empty()) {
+      fn.addFnAttr("target-features", machine.getTargetFeatureString());
+    }
+  }
+  std::string errors;
+  llvm::raw_string_ostream stream(errors);
+  if (llvm::verifyModule(*module, &stream)) {
+    return absl::InternalError("LLVM verifier rejected the generated module: " + stream.str());
+  }
+  return module;
+}
+
+// The optimized LLVM module for `ir`, with the machine it was optimized for.
+struct OptimizedModule {
+  std::unique_ptr<llvm::TargetMachine> machine;
+  std::unique_ptr<llvm::Module> module;
+};
+
+absl::StatusOr<OptimizedModule> Optimize(llvm::LLVMContext& ctx, const ir::IRModule& ir,
+                                         const std::string& signature, const ir::Target& target) {
+  OptimizedModule result;
+  KILN_ASSIGN_OR_RETURN(result.machine, CreateTargetMachine(target));
+  KILN_ASSIGN_OR_RETURN(result.module, BuildModule(ctx, ir, signature, *result.machine));
+  OptimizeModule(*result.module, *result.machine);
+  return result;
+}
+
+absl::Status CheckDiagnostics(const std::string& errors) {
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InternalError("LLVM reported errors: " + errors);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
+                                              const std::string& signature,
+                                              const ir::Target& target) {
+  if (!llvm::Triple(target.triple).isOSBinFormatELF()) {
+    return absl::UnimplementedError("target " + target.preset + " (" + target.triple +
+                                    "): only ELF shared objects can be linked so far");
+  }
+  llvm::LLVMContext ctx;
+  std::string errors;
+  CollectDiagnostics(ctx, &errors);
+  KILN_ASSIGN_OR_RETURN(OptimizedModule optimized, Optimize(ctx, module, signature, target));
+  KILN_ASSIGN_OR_RETURN(std::string object, EmitObjectFile(*optimized.module, *optimized.machine));
+  KILN_RETURN_IF_ERROR(CheckDiagnostics(errors));
+  return LinkSharedObject(object, target.artifact_file.empty() ? "model.so" : target.artifact_file);
+}
+
+absl::StatusOr<std::string> EmitLLVMText(const ir::IRModule& module, const std::string& signature,
+                                         const ir::Target& target) {
+  llvm::LLVMContext ctx;
+  std::string errors;
+  CollectDiagnostics(ctx, &errors);
+  KILN_ASSIGN_OR_RETURN(OptimizedModule optimized, Optimize(ctx, module, signature, target));
+  KILN_RETURN_IF_ERROR(CheckDiagnostics(errors));
+  std::string text;
+  llvm::raw_string_ostream stream(text);
+  optimized.module->print(stream, nullptr);
+  return stream.str();
+}
+
+}  // namespace kiln::codegen

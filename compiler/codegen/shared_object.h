@@ -1,0 +1,26 @@
+// Shared objects: linking an object file into one with ld.lld, and reading back what a shared
+// object exports and imports (the driver and tests check that an artifact imports nothing).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::codegen {
+
+// Links the ELF relocatable `object` into a shared object named `soname`, with no undefined
+// symbols allowed, by running ld.lld (KILN_LD_LLD, or the KILN_LD_LLD environment variable) in
+// a private temporary directory. A link failure is INTERNAL with lld's output.
+absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname);
+
+struct DynamicSymbol {
+  std::string name;
+  bool undefined = false;  // imported from elsewhere, rather than defined by the object
+};
+
+// The dynamic symbol table of an ELF shared object (the null symbol left out).
+absl::StatusOr<std::vector<DynamicSymbol>> ListDynamicSymbols(std::string_view shared_object);
+
+}  // namespace kiln::codegen

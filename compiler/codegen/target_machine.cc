@@ -1,0 +1,117 @@
+#include "compiler/codegen/target_machine.h"
+
+#include <mutex>
+
+#include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/IR/DiagnosticHandler.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Triple.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+class DiagnosticCollector : public llvm::DiagnosticHandler {
+ public:
+  explicit DiagnosticCollector(std::string* errors) : errors_(errors) {}
+  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
+    if (info.getSeverity() != llvm::DS_Error) return true;
+    llvm::raw_string_ostream stream(*errors_);
+    llvm::DiagnosticPrinterRawOStream printer(stream);
+    info.print(printer);
+    stream << "\n";
+    return true;
+  }
+
+ private:
+  std::string* errors_;
+};
+
+}  // namespace
+
+void CollectDiagnostics(llvm::LLVMContext& ctx, std::string* errors) {
+  ctx.setDiagnosticHandler(std::make_unique<DiagnosticCollector>(errors));
+}
+
+static void InitializeTargetsOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    llvm::InitializeAllAsmParsers();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const ir::Target& target) {
+  InitializeTargetsOnce();
+  llvm::Triple triple(llvm::Triple::normalize(target.triple));
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(triple.str(), error);
+  if (!llvm_target) {
+    return absl::InvalidArgumentError("target " + target.preset + ": LLVM has no target for '" +
+                                      target.triple + "': " + error);
+  }
+  std::string cpu = target.cpu.empty() ? "generic" : target.cpu;
+  std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
+      triple.str(), cpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) {
+    return absl::InvalidArgumentError("target " + target.preset + ": cannot create a machine for " +
+                                      triple.str() + " cpu " + cpu);
+  }
+  return machine;
+}
+
+// Library info with every function unavailable: nothing may be called that the artifact does
+// not define itself.
+static llvm::TargetLibraryInfoImpl NoLibraryInfo(const llvm::Module& module) {
+  llvm::TargetLibraryInfoImpl info(llvm::Triple(module.getTargetTriple()));
+  info.disableAllFunctions();
+  return info;
+}
+
+void OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  tuning.LoopUnrolling = true;
+  llvm::PassBuilder builder(&machine, tuning);
+  llvm::TargetLibraryInfoImpl library = NoLibraryInfo(module);
+  // Registered first, so the builder's default library info does not replace it.
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library); });
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager passes =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  passes.run(module, mam);
+}
+
+absl::StatusOr<std::string> EmitObjectFile(llvm::Module& module, llvm::TargetMachine& machine) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream stream(buffer);
+  llvm::legacy::PassManager passes;
+  passes.add(new llvm::TargetLibraryInfoWrapperPass(NoLibraryInfo(module)));
+  if (machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+    return absl::InternalError("LLVM cannot emit an object file for " +
+                               machine.getTargetTriple().str());
+  }
+  passes.run(module);
+  return std::string(buffer.data(), buffer.size());
+}
+
+}  // namespace kiln::codegen

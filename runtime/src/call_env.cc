@@ -1,0 +1,82 @@
+#include "runtime/src/call_env.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "runtime/src/tensor_check.h"
+
+namespace kiln::runtime {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+// "input 'y' dimension 0 (batch)", naming the symbolic dim when there is one; an index the
+// signature does not have still gets a message.
+std::string DimLabel(const Signature& signature, bool is_output, int32_t index, int32_t dim) {
+  const auto& specs = is_output ? signature.outputs : signature.inputs;
+  if (index < 0 || index >= static_cast<int32_t>(specs.size())) {
+    return std::string(is_output ? "output #" : "input #") + std::to_string(index) + " dimension " +
+           std::to_string(dim);
+  }
+  const TensorSpec& spec = specs[index];
+  std::string label = TensorLabel(is_output, spec.name) + " dimension " + std::to_string(dim);
+  if (dim >= 0 && dim < static_cast<int32_t>(spec.dims.size()) && spec.static_dims[dim] < 0) {
+    label += " (" + spec.dims[dim] + ")";
+  }
+  return label;
+}
+
+}  // namespace
+
+CallEnv::CallEnv(const Signature& signature) : signature_(signature) {
+  env_.self = this;
+  env_.alloc = &CallEnv::Alloc;
+  env_.free = &CallEnv::Free;
+  env_.shape_error = &CallEnv::ShapeError;
+}
+
+CallEnv::~CallEnv() {
+  for (void* ptr : live_) std::free(ptr);
+}
+
+std::string CallEnv::FailureMessage() const {
+  return error_.empty() ? "workspace allocation failed" : error_;
+}
+
+void CallEnv::Report(std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Keep the first report: later ones usually follow from it.
+  if (error_.empty()) error_ = std::move(message);
+}
+
+void* CallEnv::Alloc(void* self, int64_t bytes) {
+  auto* call = static_cast<CallEnv*>(self);
+  void* ptr = nullptr;
+  bool valid = bytes >= 0 && bytes <= INT64_MAX - kAlignment;
+  // Round up past the next 64-byte boundary, so a zero-byte request still gets a distinct,
+  // freeable pointer.
+  int64_t size = valid ? (bytes / kAlignment + 1) * kAlignment : 0;
+  if (!valid || posix_memalign(&ptr, kAlignment, static_cast<size_t>(size)) != 0) {
+    call->Report("workspace allocation of " + std::to_string(bytes) + " bytes failed");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(call->mu_);
+  call->live_.insert(ptr);
+  return ptr;
+}
+
+void CallEnv::Free(void* self, void* ptr) {
+  auto* call = static_cast<CallEnv*>(self);
+  std::lock_guard<std::mutex> lock(call->mu_);
+  // A pointer this env never handed out is ignored rather than passed to free().
+  if (call->live_.erase(ptr) > 0) std::free(ptr);
+}
+
+void CallEnv::ShapeError(void* self, int32_t is_output, int32_t index, int32_t dim,
+                         int64_t expected, int64_t actual) {
+  auto* call = static_cast<CallEnv*>(self);
+  call->Report(DimLabel(call->signature_, is_output != 0, index, dim) + ": expected " +
+               std::to_string(expected) + ", got " + std::to_string(actual));
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,43 @@
+// The KilnEnv handed to one call into an artifact: 64-byte aligned workspace memory, and
+// shape errors turned into messages that name the tensor and dim from the signature.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "kiln/artifact_abi.h"
+#include "runtime/src/signature.h"
+
+namespace kiln::runtime {
+
+class CallEnv {
+ public:
+  explicit CallEnv(const Signature& signature);
+  // Frees workspace the artifact did not free (it may stop early on an error).
+  ~CallEnv();
+  CallEnv(const CallEnv&) = delete;
+  CallEnv& operator=(const CallEnv&) = delete;
+
+  KilnEnv* env() { return &env_; }
+  // Why the call failed: the first reported problem, else the ABI's meaning of a bare
+  // nonzero return.
+  std::string FailureMessage() const;
+
+ private:
+  static void* Alloc(void* self, int64_t bytes);
+  static void Free(void* self, void* ptr);
+  static void ShapeError(void* self, int32_t is_output, int32_t index, int32_t dim,
+                         int64_t expected, int64_t actual);
+  void Report(std::string message);
+
+  KilnEnv env_;
+  const Signature& signature_;
+  // Generated code may allocate from worker threads.
+  std::mutex mu_;
+  std::unordered_set<void*> live_;
+  std::string error_;
+};
+
+}  // namespace kiln::runtime

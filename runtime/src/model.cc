@@ -1,0 +1,247 @@
+// The C API of kiln/runtime.h: loading an artifact, signature queries, checked calls.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/artifact_abi.h"
+#include "kiln/runtime.h"
+#include "runtime/src/call_env.h"
+#include "runtime/src/signature.h"
+#include "runtime/src/tensor_check.h"
+
+struct KilnModel {
+  std::string path;
+  void* handle = nullptr;
+  KilnInferShapesFn infer_shapes = nullptr;
+  KilnRunFn run = nullptr;
+  kiln::runtime::Signature signature;
+
+  ~KilnModel() {
+    if (handle != nullptr) dlclose(handle);
+  }
+};
+
+namespace {
+
+using kiln::runtime::CallEnv;
+using kiln::runtime::CheckShape;
+using kiln::runtime::CheckTensor;
+using kiln::runtime::TensorSpec;
+
+thread_local std::string last_error;
+
+int Fail(std::string message) {
+  last_error = std::move(message);
+  return 1;
+}
+
+// Looks a symbol up in the artifact alone; returns "" or a message naming file and symbol.
+template <typename Fn>
+std::string Resolve(const KilnModel& model, const char* symbol, Fn* out) {
+  dlerror();
+  void* address = dlsym(model.handle, symbol);
+  if (address == nullptr) {
+    return "artifact '" + model.path + "' does not export '" + symbol + "'";
+  }
+  *out = reinterpret_cast<Fn>(address);
+  return "";
+}
+
+std::string OpenArtifact(KilnModel* model) {
+  // A clear message for the common mistake, before dlopen's.
+  struct stat info;
+  if (stat(model->path.c_str(), &info) != 0) {
+    return "cannot open artifact '" + model->path + "': " + std::strerror(errno);
+  }
+  // dlopen searches the library path for a name without a slash; an artifact is a file.
+  std::string dl_path =
+      model->path.find('/') == std::string::npos ? "./" + model->path : model->path;
+  model->handle = dlopen(dl_path.c_str(), RTLD_LOCAL | RTLD_NOW);
+  if (model->handle == nullptr) {
+    return "cannot load artifact '" + model->path + "': " + dlerror();
+  }
+  return "";
+}
+
+std::string BindArtifact(KilnModel* model) {
+  KilnAbiVersionFn abi_version = nullptr;
+  KilnSignatureFn signature = nullptr;
+  std::string error = Resolve(*model, KILN_SYMBOL_ABI_VERSION, &abi_version);
+  if (error.empty()) error = Resolve(*model, KILN_SYMBOL_SIGNATURE, &signature);
+  if (error.empty()) error = Resolve(*model, KILN_SYMBOL_INFER_SHAPES, &model->infer_shapes);
+  if (error.empty()) error = Resolve(*model, KILN_SYMBOL_RUN, &model->run);
+  if (!error.empty()) return error;
+  // Checked before the signature is read: another ABI version may mean another format.
+  int32_t version = abi_version();
+  if (version != KILN_ABI_VERSION) {
+    return "artifact '" + model->path + "' has ABI version " + std::to_string(version) +
+           "; this runtime supports version " + std::to_string(KILN_ABI_VERSION);
+  }
+  const char* text = signature();
+  if (text == nullptr) return "artifact '" + model->path + "': kiln_signature returned NULL";
+  error = kiln::runtime::ParseSignature(text, &model->signature);
+  if (!error.empty()) return "artifact '" + model->path + "': bad signature: " + error;
+  return "";
+}
+
+const TensorSpec* FindSpec(const KilnModel* model, int32_t is_output, int32_t index) {
+  if (model == nullptr) return nullptr;
+  const auto& specs = is_output ? model->signature.outputs : model->signature.inputs;
+  if (index < 0 || index >= static_cast<int32_t>(specs.size())) return nullptr;
+  return &specs[index];
+}
+
+std::string CheckCount(const char* what, size_t expected, int32_t actual) {
+  if (actual == static_cast<int32_t>(expected)) return "";
+  return std::string("expected ") + std::to_string(expected) + " " + what + ", got " +
+         std::to_string(actual);
+}
+
+// Checks the tensors and copies them for the artifact, which takes non-const pointers and
+// ignores byte_offset (so the offset is folded into data here).
+std::string PrepareTensors(const std::vector<TensorSpec>& specs, bool is_output,
+                           const DLTensor* tensors, int32_t count, bool need_data,
+                           std::vector<DLTensor>* out) {
+  std::string error = CheckCount(is_output ? "outputs" : "inputs", specs.size(), count);
+  if (error.empty() && count > 0 && tensors == nullptr) error = "tensor array is NULL";
+  for (int32_t i = 0; error.empty() && i < count; ++i) {
+    error = CheckTensor(specs[i], is_output, tensors[i], need_data);
+    DLTensor copy = tensors[i];
+    if (copy.data != nullptr) copy.data = static_cast<char*>(copy.data) + copy.byte_offset;
+    copy.byte_offset = 0;
+    out->push_back(copy);
+  }
+  return error;
+}
+
+// Outputs for kiln_infer_shapes: the caller's shape arrays, dtype and rank from the signature.
+std::vector<DLTensor> ShapeOnlyOutputs(const KilnModel& model, int64_t* const* shapes,
+                                       DLDevice device) {
+  std::vector<DLTensor> outputs;
+  for (const TensorSpec& spec : model.signature.outputs) {
+    DLTensor tensor{};
+    tensor.device = device;
+    tensor.ndim = static_cast<int>(spec.dims.size());
+    tensor.dtype = spec.dtype;
+    tensor.shape = shapes[outputs.size()];
+    outputs.push_back(tensor);
+  }
+  return outputs;
+}
+
+std::string CheckShapeArrays(const KilnModel& model, int64_t* const* shapes) {
+  for (size_t i = 0; i < model.signature.outputs.size(); ++i) {
+    if (!model.signature.outputs[i].dims.empty() && shapes[i] == nullptr) {
+      return "output_shapes[" + std::to_string(i) + "] is NULL";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* kiln_last_error(void) { return last_error.c_str(); }
+
+int kiln_model_load(const char* artifact_path, KilnModel** out) {
+  if (out == nullptr) return Fail("kiln_model_load: out is NULL");
+  *out = nullptr;
+  if (artifact_path == nullptr) return Fail("kiln_model_load: artifact path is NULL");
+  auto model = std::make_unique<KilnModel>();
+  model->path = artifact_path;
+  std::string error = OpenArtifact(model.get());
+  if (error.empty()) error = BindArtifact(model.get());
+  if (!error.empty()) return Fail(error);
+  *out = model.release();
+  return 0;
+}
+
+void kiln_model_free(KilnModel* model) { delete model; }
+
+int32_t kiln_model_num_inputs(const KilnModel* model) {
+  return model == nullptr ? -1 : static_cast<int32_t>(model->signature.inputs.size());
+}
+
+int32_t kiln_model_num_outputs(const KilnModel* model) {
+  return model == nullptr ? -1 : static_cast<int32_t>(model->signature.outputs.size());
+}
+
+const char* kiln_model_tensor_name(const KilnModel* model, int32_t is_output, int32_t index) {
+  const TensorSpec* spec = FindSpec(model, is_output, index);
+  return spec == nullptr ? nullptr : spec->name.c_str();
+}
+
+DLDataType kiln_model_tensor_dtype(const KilnModel* model, int32_t is_output, int32_t index) {
+  const TensorSpec* spec = FindSpec(model, is_output, index);
+  return spec == nullptr ? DLDataType{0, 0, 0} : spec->dtype;
+}
+
+int32_t kiln_model_tensor_ndim(const KilnModel* model, int32_t is_output, int32_t index) {
+  const TensorSpec* spec = FindSpec(model, is_output, index);
+  return spec == nullptr ? -1 : static_cast<int32_t>(spec->dims.size());
+}
+
+const char* kiln_model_tensor_dim(const KilnModel* model, int32_t is_output, int32_t index,
+                                  int32_t dim) {
+  const TensorSpec* spec = FindSpec(model, is_output, index);
+  if (spec == nullptr || dim < 0 || dim >= static_cast<int32_t>(spec->dims.size())) {
+    return nullptr;
+  }
+  return spec->dims[dim].c_str();
+}
+
+int kiln_model_output_shapes(const KilnModel* model, const DLTensor* inputs, int32_t num_inputs,
+                             int64_t* const* output_shapes, int32_t num_outputs) {
+  if (model == nullptr) return Fail("kiln_model_output_shapes: model is NULL");
+  const auto& signature = model->signature;
+  std::vector<DLTensor> in;
+  std::string error = PrepareTensors(signature.inputs, false, inputs, num_inputs, false, &in);
+  if (error.empty()) error = CheckCount("outputs", signature.outputs.size(), num_outputs);
+  if (error.empty() && num_outputs > 0 && output_shapes == nullptr) error = "output_shapes is NULL";
+  if (error.empty()) error = CheckShapeArrays(*model, output_shapes);
+  if (!error.empty()) return Fail(error);
+
+  DLDevice device = in.empty() ? DLDevice{kDLCPU, 0} : in[0].device;
+  std::vector<DLTensor> out = ShapeOnlyOutputs(*model, output_shapes, device);
+  CallEnv call(signature);
+  if (model->infer_shapes(call.env(), in.data(), out.data()) != 0) {
+    return Fail(call.FailureMessage());
+  }
+  // A shape the caller will allocate from must not be negative or contradict the signature.
+  for (size_t i = 0; i < out.size(); ++i) {
+    error = CheckShape(signature.outputs[i], true, out[i].shape);
+    if (!error.empty())
+      return Fail("artifact '" + model->path + "' computed a bad shape: " + error);
+  }
+  return 0;
+}
+
+int kiln_model_run(const KilnModel* model, const DLTensor* inputs, int32_t num_inputs,
+                   DLTensor* outputs, int32_t num_outputs) {
+  if (model == nullptr) return Fail("kiln_model_run: model is NULL");
+  const auto& signature = model->signature;
+  std::vector<DLTensor> in, out;
+  std::string error = PrepareTensors(signature.inputs, false, inputs, num_inputs, true, &in);
+  if (error.empty()) {
+    error = PrepareTensors(signature.outputs, true, outputs, num_outputs, true, &out);
+  }
+  if (!error.empty()) return Fail(error);
+  CallEnv call(signature);
+  if (model->run(call.env(), in.data(), out.data()) != 0) return Fail(call.FailureMessage());
+  return 0;
+}
+
+const char* kiln_dtype_name(DLDataType dtype) { return kiln::runtime::DTypeName(dtype); }
+
+int kiln_dtype_parse(const char* name, DLDataType* out) {
+  if (name == nullptr || out == nullptr) return 1;
+  return kiln::runtime::ParseDType(name, out) ? 0 : 1;
+}
+
+}  // extern "C"

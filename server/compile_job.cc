@@ -1,0 +1,188 @@
+#include "server/compile_job.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cache/compile_key.h"
+#include "cache/digest.h"
+#include "server/catch_exceptions.h"
+#include "spdlog/spdlog.h"
+
+namespace kiln::server {
+namespace {
+
+using Kind = v1::CompileEvent::Kind;
+
+absl::Status ValidateRequest(const v1::CompileRequest& request) {
+  if (!cache::IsValidDigest(request.model_digest())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compile: model_digest must be \"sha256:\" followed by 64 lowercase hex digits, got \"",
+        request.model_digest(), "\""));
+  }
+  if (request.targets().empty()) {
+    return absl::InvalidArgumentError("compile: no targets requested");
+  }
+  for (const auto& [dim, bound] : request.dim_bounds()) {
+    if (dim.empty() || bound <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("compile: dim_bounds[\"", dim, "\"] = ", bound,
+                                                     "; a bound needs a dim name and must be > 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+driver::CompileOptions OptionsOf(const v1::CompileRequest& request) {
+  driver::CompileOptions options;
+  for (const auto& [dim, bound] : request.dim_bounds()) options.dim_bounds[dim] = bound;
+  return options;
+}
+
+Kind KindOf(driver::CompileEvent::Kind kind) {
+  switch (kind) {
+    case driver::CompileEvent::Kind::kStage:
+      return v1::CompileEvent::STAGE;
+    case driver::CompileEvent::Kind::kPass:
+      return v1::CompileEvent::PASS;
+    case driver::CompileEvent::Kind::kInfo:
+      break;
+  }
+  return v1::CompileEvent::INFO;
+}
+
+}  // namespace
+
+void CompileJob::TargetEvents::Emit(Kind kind, std::string name, std::string message) const {
+  v1::CompileEvent event = base;
+  event.set_kind(kind);
+  event.set_name(std::move(name));
+  event.set_message(std::move(message));
+  job->emit_(event);
+}
+
+void CompileJob::TargetEvents::Done(const cache::CompileResult& result) const {
+  v1::CompileEvent event = base;
+  event.set_kind(v1::CompileEvent::TARGET_DONE);
+  event.set_artifact_digest(result.artifact_digest);
+  event.set_artifact_file_name(result.file_name);
+  event.set_artifact_size(result.artifact_size);
+  job->emit_(event);
+}
+
+void CompileJob::TargetEvents::Error(const absl::Status& status) const {
+  v1::CompileEvent event = base;
+  event.set_kind(v1::CompileEvent::TARGET_ERROR);
+  event.set_error_code(static_cast<int32_t>(status.code()));  // same numbering as grpc
+  event.set_message(std::string(status.message()));
+  job->emit_(event);
+}
+
+absl::Status CompileJob::Run(const v1::CompileRequest& request) {
+  if (absl::Status status = ValidateRequest(request); !status.ok()) return status;
+  model_digest_ = request.model_digest();
+  absl::StatusOr<bool> present = store_.HasBlob(model_digest_);
+  if (!present.ok()) return present.status();
+  if (!*present) {
+    return absl::NotFoundError(
+        absl::StrCat("compile: model ", model_digest_, " not found; upload it first"));
+  }
+  const driver::CompileOptions options = OptionsOf(request);
+  absl::Status first_failure;
+  for (const std::string& preset : request.targets()) {
+    // Between targets, not inside the compiler: the driver has no way to stop a run midway.
+    if (absl::Status status = interrupted_(); !status.ok()) return status;
+    absl::Status status = RunTarget(preset, options);
+    if (first_failure.ok()) first_failure = status;
+  }
+  return first_failure;
+}
+
+absl::Status CompileJob::RunTarget(const std::string& preset,
+                                   const driver::CompileOptions& options) {
+  TargetEvents events{this, {}};
+  events.base.set_target_preset(preset);
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(preset);
+  if (!target.ok()) {
+    events.Error(target.status());
+    return target.status();
+  }
+  events.base.set_target(target->Canonical());
+  absl::StatusOr<cache::CompileResult> result = BuildTarget(*target, options, events);
+  if (!result.ok()) {
+    spdlog::warn("compile {} for {}: {}", model_digest_, preset, result.status().ToString());
+    events.Error(result.status());
+    return result.status();
+  }
+  events.Done(*result);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cache::CompileResult> CompileJob::BuildTarget(const ir::Target& target,
+                                                             const driver::CompileOptions& options,
+                                                             const TargetEvents& events) {
+  const std::string key = cache::CompileKey(model_digest_, target.Canonical(), options.Canonical(),
+                                            driver::CompilerVersion());
+  absl::StatusOr<std::optional<cache::CompileResult>> cached = LookUp(key);
+  if (!cached.ok()) return cached.status();
+  if (cached->has_value()) {
+    spdlog::info("compile {} for {}: cache hit {}", model_digest_, target.preset,
+                 (*cached)->artifact_digest);
+    events.Emit(v1::CompileEvent::CACHE_HIT, "", "artifact " + (*cached)->artifact_digest);
+    return **cached;
+  }
+  spdlog::info("compile {} for {}: cache miss, compiling", model_digest_, target.preset);
+  events.Emit(v1::CompileEvent::CACHE_MISS);
+  return CompileAndStore(target, options, key, events);
+}
+
+absl::StatusOr<std::optional<cache::CompileResult>> CompileJob::LookUp(const std::string& key) {
+  absl::StatusOr<std::optional<cache::CompileResult>> hit = store_.GetCompileResult(key);
+  if (!hit.ok() || !hit->has_value()) return hit;
+  // Read both blobs now, so a corrupt one is dropped (taking this result with it) and the
+  // target is rebuilt, instead of announcing an artifact that FetchArtifact cannot serve.
+  for (const std::string& digest : {(*hit)->artifact_digest, (*hit)->manifest_digest}) {
+    absl::StatusOr<std::optional<std::string>> blob = store_.GetBlob(digest);
+    if (!blob.ok()) return blob.status();
+    if (!blob->has_value()) return std::nullopt;
+  }
+  return hit;
+}
+
+absl::StatusOr<cache::CompileResult> CompileJob::CompileAndStore(
+    const ir::Target& target, const driver::CompileOptions& options, const std::string& key,
+    const TargetEvents& events) {
+  absl::StatusOr<std::string_view> model = ModelBytes();
+  if (!model.ok()) return model.status();
+  driver::EventSink sink = [&events](const driver::CompileEvent& event) {
+    events.Emit(KindOf(event.kind), event.name, event.message);
+  };
+  absl::StatusOr<driver::Artifact> artifact =
+      CatchExceptions("compiler", [&] { return compiler_(*model, target, options, sink); });
+  if (!artifact.ok()) return artifact.status();
+
+  absl::StatusOr<std::string> artifact_digest = store_.PutBlob(artifact->bytes);
+  if (!artifact_digest.ok()) return artifact_digest.status();
+  absl::StatusOr<std::string> manifest_digest = store_.PutBlob(artifact->manifest_json);
+  if (!manifest_digest.ok()) return manifest_digest.status();
+  cache::CompileResult result{
+      .artifact_digest = *std::move(artifact_digest),
+      .manifest_digest = *std::move(manifest_digest),
+      .file_name = artifact->file_name.empty() ? target.artifact_file : artifact->file_name,
+      .artifact_size = artifact->bytes.size()};
+  if (absl::Status status = store_.PutCompileResult(key, result); !status.ok()) return status;
+  return result;
+}
+
+absl::StatusOr<std::string_view> CompileJob::ModelBytes() {
+  if (model_.has_value()) return *model_;
+  absl::StatusOr<std::optional<std::string>> bytes = store_.GetBlob(model_digest_);
+  if (!bytes.ok()) return bytes.status();
+  if (!bytes->has_value()) {
+    // Present a moment ago, so its bytes were corrupt and the cache dropped them.
+    return absl::NotFoundError(absl::StrCat("compile: model ", model_digest_,
+                                            " is no longer in the cache; upload it again"));
+  }
+  model_ = *std::move(*bytes);
+  return *model_;
+}
+
+}  // namespace kiln::server

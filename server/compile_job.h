@@ -1,0 +1,71 @@
+// One Compile request: for each target either a cache hit or a compilation whose artifact is
+// then stored, reported as a stream of events. Knows nothing of gRPC: events go to a callback
+// and cancellation is polled through another, so it is tested without a network.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/store.h"
+#include "compiler/driver/driver.h"
+#include "compiler/ir/target.h"
+#include "kiln/v1/kiln.pb.h"
+
+namespace kiln::server {
+
+// driver::CompileModel's signature; the daemon uses it, tests may pass a fake.
+using CompilerFn = std::function<absl::StatusOr<driver::Artifact>(
+    std::string_view onnx_bytes, const ir::Target& target, const driver::CompileOptions& options,
+    const driver::EventSink& events)>;
+
+class CompileJob {
+ public:
+  // Receives every event. May be called from the compiler's threads; must be thread-safe.
+  using EmitFn = std::function<void(const v1::CompileEvent&)>;
+  // OK while the client still wants the result; else why not (CANCELLED, DEADLINE_EXCEEDED).
+  using InterruptFn = std::function<absl::Status()>;
+
+  CompileJob(cache::Store& store, CompilerFn compiler, EmitFn emit, InterruptFn interrupted)
+      : store_(store),
+        compiler_(std::move(compiler)),
+        emit_(std::move(emit)),
+        interrupted_(std::move(interrupted)) {}
+
+  // Every target ends with TARGET_DONE or TARGET_ERROR, in request order; a failed target
+  // does not stop the others. Returns OK when all succeeded, else the first failure.
+  absl::Status Run(const v1::CompileRequest& request);
+
+ private:
+  // The events of one target share its names (as requested, and canonical once parsed).
+  struct TargetEvents {
+    CompileJob* job;
+    v1::CompileEvent base;
+    void Emit(v1::CompileEvent::Kind kind, std::string name = "", std::string message = "") const;
+    void Done(const cache::CompileResult& result) const;
+    void Error(const absl::Status& status) const;
+  };
+
+  absl::Status RunTarget(const std::string& preset, const driver::CompileOptions& options);
+  absl::StatusOr<cache::CompileResult> BuildTarget(const ir::Target& target,
+                                                   const driver::CompileOptions& options,
+                                                   const TargetEvents& events);
+  absl::StatusOr<std::optional<cache::CompileResult>> LookUp(const std::string& key);
+  absl::StatusOr<cache::CompileResult> CompileAndStore(const ir::Target& target,
+                                                       const driver::CompileOptions& options,
+                                                       const std::string& key,
+                                                       const TargetEvents& events);
+  absl::StatusOr<std::string_view> ModelBytes();
+
+  cache::Store& store_;
+  CompilerFn compiler_;
+  EmitFn emit_;
+  InterruptFn interrupted_;
+  std::string model_digest_;
+  std::optional<std::string> model_;  // read on the first cache miss only
+};
+
+}  // namespace kiln::server

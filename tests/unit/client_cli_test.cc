@@ -1,0 +1,119 @@
+// The kiln command line: words to command arguments, usage errors, exit codes.
+#include "client/cli.h"
+
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+std::string ErrorOf(const absl::Status& status) {
+  EXPECT_FALSE(status.ok());
+  return std::string(status.message());
+}
+
+TEST(CliTest, ParsesCompile) {
+  absl::StatusOr<CompileArgs> args = ParseCompileArgs(
+      {"m.onnx", "--target", "x86_64", "-t", "wasm32", "--out=o", "--server", "h:1", "--dim-bound",
+       "seq=4096", "--dim-bound=batch=8", "--timeout", "30"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->model_path, "m.onnx");
+  EXPECT_THAT(args->targets, ElementsAre("x86_64", "wasm32"));
+  EXPECT_EQ(args->out_dir, "o");
+  EXPECT_EQ(args->server, "h:1");
+  EXPECT_THAT(args->dim_bounds, ElementsAre(Pair("batch", 8), Pair("seq", 4096)));
+  EXPECT_EQ(args->timeout_s, 30);
+}
+
+TEST(CliTest, CompileDefaults) {
+  absl::StatusOr<CompileArgs> args = ParseCompileArgs({"m.onnx", "-t", "x86_64", "--out", "o"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->server, "");
+  EXPECT_EQ(args->timeout_s, 600);
+  EXPECT_TRUE(args->dim_bounds.empty());
+}
+
+TEST(CliTest, CompileUsageErrors) {
+  EXPECT_EQ(ErrorOf(ParseCompileArgs({"m.onnx", "--out", "o"}).status()),
+            "at least one --target is needed");
+  EXPECT_EQ(ErrorOf(ParseCompileArgs({"m.onnx", "-t", "x86_64"}).status()), "--out DIR is needed");
+  EXPECT_EQ(ErrorOf(ParseCompileArgs({"-t", "x86_64", "--out", "o"}).status()),
+            "expected one model file, got 0 positional arguments");
+  EXPECT_EQ(
+      ErrorOf(ParseCompileArgs({"m.onnx", "-t", "x86_64", "--out", "o", "--out", "p"}).status()),
+      "--out given twice");
+  EXPECT_EQ(ErrorOf(ParseCompileArgs({"m.onnx", "-t"}).status()), "--target needs a value");
+  EXPECT_EQ(
+      ErrorOf(ParseCompileArgs({"m.onnx", "-t", "x", "--out", "o", "--dim-bound", "seq"}).status()),
+      "--dim-bound expects NAME=VALUE, got 'seq'");
+  EXPECT_EQ(
+      ErrorOf(
+          ParseCompileArgs({"m.onnx", "-t", "x", "--out", "o", "--dim-bound", "seq=0"}).status()),
+      "--dim-bound expects a positive integer, got '0'");
+  EXPECT_EQ(
+      ErrorOf(ParseCompileArgs({"m.onnx", "-t", "x", "--out", "o", "--timeout", "soon"}).status()),
+      "--timeout expects a positive integer, got 'soon'");
+  EXPECT_EQ(ErrorOf(ParseCompileArgs({"m.onnx", "--tagret", "x"}).status()),
+            "unknown flag '--tagret'");
+}
+
+TEST(CliTest, ParsesRun) {
+  absl::StatusOr<RunArgs> args =
+      ParseRunArgs({"out/x86_64", "--input", "x=a.npy", "--input=mask=m=1.pb", "--out", "y"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->artifact_dir, "out/x86_64");
+  EXPECT_THAT(args->inputs, ElementsAre(Pair("x", "a.npy"), Pair("mask", "m=1.pb")));
+  EXPECT_EQ(args->out_dir, "y");
+  EXPECT_EQ(ErrorOf(ParseRunArgs({"d", "--input", "=a.npy", "--out", "y"}).status()),
+            "--input expects NAME=VALUE, got '=a.npy'");
+}
+
+TEST(CliTest, ParsesTargets) {
+  absl::StatusOr<TargetsArgs> args = ParseTargetsArgs({"--server", "localhost:50051"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->server, "localhost:50051");
+  EXPECT_EQ(ErrorOf(ParseTargetsArgs({"extra"}).status()), "unexpected argument 'extra'");
+}
+
+TEST(CliTest, ExitCodes) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({}, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("usage:"));
+  EXPECT_EQ(RunCli({"--help"}, out, err), 0);
+  EXPECT_THAT(out.str(), HasSubstr("kiln compile MODEL.onnx"));
+  err.str("");
+  EXPECT_EQ(RunCli({"frobnicate"}, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("kiln: unknown command 'frobnicate'"));
+  err.str("");
+  EXPECT_EQ(RunCli({"compile", "m.onnx"}, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("kiln compile: at least one --target is needed"));
+}
+
+TEST(CliTest, TargetsListsPresetsInProcess) {
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli({"targets"}, out, err), 0) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("x86_64\tpreset=x86_64;triple=x86_64-"));
+}
+
+TEST(CliTest, LocalCompileReportsUserErrors) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"compile", "/nonexistent/m.onnx", "-t", "x86_64", "--out", "o"}, out, err), 1);
+  EXPECT_EQ(err.str(),
+            "error: NOT_FOUND: cannot open '/nonexistent/m.onnx': No such file or directory\n");
+  err.str("");
+  EXPECT_EQ(RunCli({"compile", "/usr/share/libonnx-testdata/data/node/test_relu/model.onnx", "-t",
+                    "nosuch", "--out", ::testing::TempDir() + "/kiln_cli_out"},
+                   out, err),
+            1);
+  EXPECT_THAT(err.str(), HasSubstr("error: INVALID_ARGUMENT: [nosuch] unknown target 'nosuch'"));
+  EXPECT_EQ(out.str(), "");
+}
+
+}  // namespace
+}  // namespace kiln::client

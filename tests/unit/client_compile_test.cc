@@ -1,0 +1,210 @@
+// `kiln compile --server` and `kiln targets --server` against a fake kilnd in this process:
+// chunked upload with digest, event printing, verified fetch, files written, errors surfaced.
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "client/cli.h"
+#include "client/sha256.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kiln/v1/kiln.grpc.pb.h"
+
+namespace kiln::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Answers like kilnd: every target compiles to the same artifact, except "broken", which
+// fails with INVALID_ARGUMENT.
+class FakeKiln final : public v1::Kiln::Service {
+ public:
+  std::string artifact =
+      "\x7f"
+      "ELF fake artifact";
+  bool corrupt_fetch = false;
+  int upload_messages = 0;
+  std::string uploaded;
+  std::string uploaded_sha256;
+  v1::CompileRequest compile_request;
+
+  grpc::Status UploadModel(grpc::ServerContext*, grpc::ServerReader<v1::UploadModelRequest>* reader,
+                           v1::UploadModelResponse* response) override {
+    v1::UploadModelRequest request;
+    while (reader->Read(&request)) {
+      if (upload_messages++ == 0) uploaded_sha256 = request.sha256();
+      if (request.chunk().size() > (1u << 20)) {
+        return {grpc::StatusCode::INVALID_ARGUMENT, "chunk over 1 MiB"};
+      }
+      uploaded += request.chunk();
+    }
+    if (Sha256Digest(uploaded) != uploaded_sha256) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "digest mismatch"};
+    }
+    response->set_model_digest(uploaded_sha256);
+    response->set_size_bytes(uploaded.size());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Compile(grpc::ServerContext*, const v1::CompileRequest* request,
+                       grpc::ServerWriter<v1::CompileEvent>* writer) override {
+    compile_request = *request;
+    grpc::Status status = grpc::Status::OK;
+    for (const std::string& target : request->targets()) {
+      v1::CompileEvent event;
+      event.set_target_preset(target);
+      event.set_target("preset=" + target);
+      if (target == "broken") {
+        event.set_kind(v1::CompileEvent::TARGET_ERROR);
+        event.set_error_code(grpc::StatusCode::INVALID_ARGUMENT);
+        event.set_message("node 'n0' (Foo): unsupported operator");
+        writer->Write(event);
+        if (status.ok()) status = {grpc::StatusCode::INVALID_ARGUMENT, event.message()};
+        continue;
+      }
+      event.set_kind(v1::CompileEvent::CACHE_MISS);
+      writer->Write(event);
+      event.set_kind(v1::CompileEvent::STAGE);
+      event.set_name("import");
+      writer->Write(event);
+      event.set_kind(v1::CompileEvent::TARGET_DONE);
+      event.set_name("");
+      event.set_artifact_digest(Sha256Digest(artifact));
+      event.set_artifact_file_name("model.so");
+      event.set_artifact_size(artifact.size());
+      writer->Write(event);
+    }
+    return status;
+  }
+
+  grpc::Status FetchArtifact(grpc::ServerContext*, const v1::FetchArtifactRequest* request,
+                             grpc::ServerWriter<v1::ArtifactChunk>* writer) override {
+    if (request->artifact_digest() != Sha256Digest(artifact)) {
+      return {grpc::StatusCode::NOT_FOUND, "no such artifact"};
+    }
+    v1::ArtifactChunk first;
+    first.set_artifact_digest(request->artifact_digest());
+    first.set_total_bytes(artifact.size());
+    first.set_file_name("model.so");
+    first.set_manifest_json("{\"artifact\": \"model.so\"}");
+    first.set_chunk(artifact.substr(0, 4));
+    writer->Write(first);
+    v1::ArtifactChunk rest;
+    rest.set_chunk(corrupt_fetch ? "tampered" : artifact.substr(4));
+    writer->Write(rest);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListTargets(grpc::ServerContext*, const v1::ListTargetsRequest*,
+                           v1::ListTargetsResponse* response) override {
+    v1::TargetInfo* info = response->add_targets();
+    info->set_name("x86_64");
+    info->set_canonical("preset=x86_64;triple=x86_64-unknown-linux-gnu");
+    info->set_description("any x86-64 server");
+    return grpc::Status::OK;
+  }
+};
+
+class CompileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    address_ = "127.0.0.1:" + std::to_string(port);
+    std::filesystem::create_directories(dir_);
+    // 2.5 MiB: three upload messages.
+    model_.resize((5u << 20) / 2);
+    for (size_t i = 0; i < model_.size(); ++i) model_[i] = static_cast<char>(i * 131 % 251);
+    std::ofstream(Path("model.onnx"), std::ios::binary) << model_;
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string ReadBack(const std::string& name) {
+    std::ifstream in(Path(name), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+  }
+
+  int Kiln(std::vector<std::string> words) {
+    out_.str("");
+    err_.str("");
+    return RunCli(words, out_, err_);
+  }
+
+  FakeKiln service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::string model_;
+  std::filesystem::path dir_ = std::filesystem::path(::testing::TempDir()) /
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::ostringstream out_, err_;
+};
+
+TEST_F(CompileTest, UploadsCompilesFetchesAndWrites) {
+  ASSERT_EQ(Kiln({"compile", Path("model.onnx"), "--target", "x86_64", "--server", address_,
+                  "--out", Path("out"), "--dim-bound", "seq=128"}),
+            0)
+      << err_.str();
+  EXPECT_EQ(service_.upload_messages, 3);
+  EXPECT_EQ(service_.uploaded, model_);
+  EXPECT_EQ(service_.uploaded_sha256, Sha256Digest(model_));
+  EXPECT_THAT(service_.compile_request.targets(), ElementsAre("x86_64"));
+  EXPECT_EQ(service_.compile_request.dim_bounds().at("seq"), 128);
+  EXPECT_THAT(err_.str(), HasSubstr("[x86_64] cache miss\n[x86_64] stage import\n"));
+  EXPECT_THAT(err_.str(), HasSubstr("[x86_64] done: model.so, " +
+                                    std::to_string(service_.artifact.size()) + " bytes\n"));
+  EXPECT_EQ(out_.str(), "x86_64: " + Path("out/x86_64/model.so") + "\n");
+  EXPECT_EQ(ReadBack("out/x86_64/model.so"), service_.artifact);
+  EXPECT_EQ(ReadBack("out/x86_64/manifest.json"), "{\"artifact\": \"model.so\"}");
+}
+
+TEST_F(CompileTest, FailedTargetReportsCodeAndKeepsTheOthers) {
+  EXPECT_EQ(Kiln({"compile", Path("model.onnx"), "-t", "x86_64", "-t", "broken", "--server",
+                  address_, "--out", Path("out")}),
+            1);
+  EXPECT_THAT(err_.str(), HasSubstr("[broken] error: INVALID_ARGUMENT: node 'n0' (Foo): "
+                                    "unsupported operator\n"));
+  EXPECT_THAT(err_.str(), HasSubstr("error: INVALID_ARGUMENT: Compile (kilnd at " + address_ +
+                                    "): node 'n0' (Foo): unsupported operator\n"));
+  EXPECT_EQ(ReadBack("out/x86_64/model.so"), service_.artifact);
+  EXPECT_FALSE(std::filesystem::exists(Path("out/broken")));
+}
+
+TEST_F(CompileTest, CorruptArtifactIsNeverWritten) {
+  service_.corrupt_fetch = true;
+  EXPECT_EQ(Kiln({"compile", Path("model.onnx"), "-t", "x86_64", "--server", address_, "--out",
+                  Path("out")}),
+            1);
+  EXPECT_THAT(err_.str(), HasSubstr("error: DATA_LOSS: [x86_64] FetchArtifact: received"));
+  EXPECT_FALSE(std::filesystem::exists(Path("out/x86_64/model.so")));
+}
+
+TEST_F(CompileTest, UnreachableServerIsUnavailable) {
+  server_->Shutdown();
+  EXPECT_EQ(Kiln({"compile", Path("model.onnx"), "-t", "x86_64", "--server", address_, "--out",
+                  Path("out"), "--timeout", "5"}),
+            1);
+  EXPECT_THAT(err_.str(), HasSubstr("error: UNAVAILABLE: UploadModel (kilnd at " + address_));
+}
+
+TEST_F(CompileTest, TargetsFromTheServer) {
+  ASSERT_EQ(Kiln({"targets", "--server", address_}), 0) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "x86_64\tpreset=x86_64;triple=x86_64-unknown-linux-gnu\tany x86-64 server\n");
+}
+
+}  // namespace
+}  // namespace kiln::client

@@ -1,0 +1,541 @@
+// The Kiln gRPC service end to end: an in-process server on port 0 with a temporary data dir,
+// driven through a real client stub. Correctness first, then user errors (each followed by a
+// check that the daemon still serves).
+#include <grpcpp/create_channel.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "cache/digest.h"
+#include "compiler/ir/target.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kiln/v1/kiln.grpc.pb.h"
+#include "server/server.h"
+
+namespace kiln::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using Kind = v1::CompileEvent::Kind;
+
+constexpr size_t kMiB = 1 << 20;
+
+// Deterministic, non-repeating-looking bytes of a given size.
+std::string Bytes(size_t size, int seed = 0) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 7919 + seed * 31) >> 3);
+  return bytes;
+}
+
+// Stands in for driver::CompileModel where a test needs a compiler that succeeds: the
+// artifact depends on everything the cache key covers, so a wrong hit would show.
+struct FakeCompiler {
+  std::atomic<int> calls{0};
+  size_t artifact_size = 1000;   // room for the text that ties it to its inputs
+  std::function<void()> during;  // runs inside each call: block, throw, ...
+
+  absl::StatusOr<driver::Artifact> Compile(std::string_view onnx, const ir::Target& target,
+                                           const driver::CompileOptions& options,
+                                           const driver::EventSink& events) {
+    ++calls;
+    events({driver::CompileEvent::Kind::kStage, "import", "importing"});
+    events({driver::CompileEvent::Kind::kPass, "fuse", ""});
+    if (during) during();
+    std::string bytes = cache::Sha256Hex(onnx) + target.Canonical() + options.Canonical();
+    bytes += Bytes(artifact_size > bytes.size() ? artifact_size - bytes.size() : 0);
+    return driver::Artifact{target.Canonical(), "model.so", bytes, "{\"fake\": true}"};
+  }
+};
+
+class ServiceTestBase : public ::testing::Test {
+ protected:
+  void Start(ServiceOptions service) {
+    data_dir_ = std::filesystem::path(::testing::TempDir()) /
+                ("kiln_server_" +
+                 std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(data_dir_);
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(
+        {.listen_address = "127.0.0.1:0", .data_dir = data_dir_.string(), .service = service});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Kiln::NewStub(channel_);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(data_dir_);
+  }
+
+  // Every client call gets a deadline, as real clients must.
+  static void SetDeadline(grpc::ClientContext& context) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  }
+
+  // The upload of `model` in `chunk`-byte pieces; the header may be overridden to lie.
+  static std::vector<v1::UploadModelRequest> Chunks(const std::string& model, size_t chunk,
+                                                    std::string sha256 = "",
+                                                    int64_t total_bytes = -1) {
+    std::vector<v1::UploadModelRequest> messages;
+    for (size_t offset = 0; offset == 0 || offset < model.size(); offset += chunk) {
+      v1::UploadModelRequest& message = messages.emplace_back();
+      message.set_chunk(model.substr(offset, chunk));
+    }
+    messages[0].set_name("test.onnx");
+    messages[0].set_sha256(sha256.empty() ? cache::Sha256Digest(model) : sha256);
+    messages[0].set_total_bytes(total_bytes < 0 ? model.size() : total_bytes);
+    return messages;
+  }
+
+  grpc::Status Upload(const std::vector<v1::UploadModelRequest>& messages,
+                      v1::UploadModelResponse* response) {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    std::unique_ptr<grpc::ClientWriter<v1::UploadModelRequest>> writer =
+        stub_->UploadModel(&context, response);
+    for (const v1::UploadModelRequest& message : messages) {
+      if (!writer->Write(message)) break;  // the server already answered
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  // Uploads `model` and returns its digest.
+  std::string UploadModel(const std::string& model) {
+    v1::UploadModelResponse response;
+    grpc::Status status = Upload(Chunks(model, kMiB), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.model_digest();
+  }
+
+  struct CompileOutcome {
+    grpc::Status status;
+    std::vector<v1::CompileEvent> events;
+    std::vector<v1::CompileEvent> OfKind(Kind kind) const {
+      std::vector<v1::CompileEvent> found;
+      for (const v1::CompileEvent& event : events) {
+        if (event.kind() == kind) found.push_back(event);
+      }
+      return found;
+    }
+  };
+
+  CompileOutcome Compile(const std::string& digest, const std::vector<std::string>& targets,
+                         const std::map<std::string, int64_t>& dim_bounds = {}) {
+    v1::CompileRequest request;
+    request.set_model_digest(digest);
+    for (const std::string& target : targets) request.add_targets(target);
+    for (const auto& [dim, bound] : dim_bounds) (*request.mutable_dim_bounds())[dim] = bound;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    CompileOutcome outcome;
+    std::unique_ptr<grpc::ClientReader<v1::CompileEvent>> reader =
+        stub_->Compile(&context, request);
+    v1::CompileEvent event;
+    while (reader->Read(&event)) outcome.events.push_back(event);
+    outcome.status = reader->Finish();
+    return outcome;
+  }
+
+  grpc::Status Fetch(const std::string& digest, std::vector<v1::ArtifactChunk>* chunks) {
+    v1::FetchArtifactRequest request;
+    request.set_artifact_digest(digest);
+    grpc::ClientContext context;
+    SetDeadline(context);
+    std::unique_ptr<grpc::ClientReader<v1::ArtifactChunk>> reader =
+        stub_->FetchArtifact(&context, request);
+    v1::ArtifactChunk chunk;
+    while (reader->Read(&chunk)) chunks->push_back(chunk);
+    return reader->Finish();
+  }
+
+  // grpc.health.v1.Health/Check without its generated code (Debian ships none): the request
+  // is HealthCheckRequest{service}, the answer HealthCheckResponse{status}, status 1 SERVING.
+  int HealthStatus(const std::string& service) {
+    std::string request_bytes;
+    if (!service.empty()) request_bytes = "\x0a" + std::string(1, char(service.size())) + service;
+    grpc::Slice slice(request_bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel_.get(),
+        grpc::internal::RpcMethod("/grpc.health.v1.Health/Check",
+                                  grpc::internal::RpcMethod::NORMAL_RPC),
+        &context, request, &response);
+    if (!status.ok()) return -status.error_code();
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(response.Dump(&slices).ok());
+    std::string bytes;
+    for (const grpc::Slice& s : slices)
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    return bytes.size() == 2 && bytes[0] == '\x08' ? bytes[1] : -1;
+  }
+
+  // After a bad request: the daemon still answers, and still reports itself healthy.
+  void ExpectStillServing() {
+    v1::ListTargetsResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    grpc::Status status = stub_->ListTargets(&context, {}, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_GT(response.targets_size(), 0);
+    EXPECT_EQ(HealthStatus(""), 1);
+  }
+
+  std::filesystem::path data_dir_;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Kiln::Stub> stub_;
+};
+
+// The daemon as shipped: driver::CompileModel.
+class ServiceTest : public ServiceTestBase {
+ protected:
+  void SetUp() override { Start(ServiceOptions{.max_model_bytes = 8 * kMiB}); }
+};
+
+// A compiler that succeeds, for what happens after a compilation.
+class FakeCompilerTest : public ServiceTestBase {
+ protected:
+  void SetUp() override { Start(Options()); }
+  ServiceOptions Options() {
+    return ServiceOptions{.compiler = [this](std::string_view onnx, const ir::Target& target,
+                                             const driver::CompileOptions& options,
+                                             const driver::EventSink& events) {
+      return fake_.Compile(onnx, target, options, events);
+    }};
+  }
+  FakeCompiler fake_;
+};
+
+// --- Correctness ---------------------------------------------------------------------------
+
+TEST_F(ServiceTest, UploadInChunksReturnsTheDigest) {
+  const std::string model = Bytes(2 * kMiB + 12345);
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(Chunks(model, kMiB), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.model_digest(), cache::Sha256Digest(model));
+  EXPECT_EQ(response.size_bytes(), model.size());
+  EXPECT_FALSE(response.already_present());
+}
+
+TEST_F(ServiceTest, SecondUploadIsAlreadyPresent) {
+  const std::string model = Bytes(1000);
+  const std::string digest = UploadModel(model);
+  v1::UploadModelResponse response;
+  ASSERT_TRUE(Upload(Chunks(model, 100), &response).ok());
+  EXPECT_EQ(response.model_digest(), digest);
+  EXPECT_TRUE(response.already_present());
+}
+
+TEST_F(ServiceTest, ListTargetsNamesThePresets) {
+  v1::ListTargetsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  ASSERT_TRUE(stub_->ListTargets(&context, {}, &response).ok());
+  ASSERT_EQ(static_cast<size_t>(response.targets_size()), ir::ListPresetTargets().size());
+  EXPECT_EQ(response.targets(0).name(), "x86_64");
+  EXPECT_EQ(response.targets(0).canonical(), ir::ParseTarget("x86_64")->Canonical());
+  EXPECT_THAT(response.targets(0).description(), HasSubstr("x86_64"));
+}
+
+TEST_F(ServiceTest, HealthCheckServesTheServerAndTheKilnService) {
+  EXPECT_EQ(HealthStatus(""), 1);
+  EXPECT_EQ(HealthStatus("kiln.v1.Kiln"), 1);
+}
+
+TEST_F(ServiceTest, ShutdownStopsServing) {
+  server_->Shutdown();
+  v1::ListTargetsResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  EXPECT_FALSE(stub_->ListTargets(&context, {}, &response).ok());
+}
+
+TEST_F(FakeCompilerTest, SecondIdenticalCompileDoesNotRunTheCompiler) {
+  const std::string digest = UploadModel(Bytes(5000));
+  CompileOutcome first = Compile(digest, {"x86_64"});
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_THAT(first.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(1));
+  ASSERT_THAT(first.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+  EXPECT_EQ(fake_.calls, 1);
+
+  CompileOutcome second = Compile(digest, {"x86_64"});
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_THAT(second.OfKind(v1::CompileEvent::CACHE_HIT), SizeIs(1));
+  EXPECT_THAT(second.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(0));
+  ASSERT_THAT(second.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+  EXPECT_EQ(fake_.calls, 1);
+  EXPECT_EQ(server_->service().compiler_runs(), 1);
+  const v1::CompileEvent done = second.OfKind(v1::CompileEvent::TARGET_DONE)[0];
+  EXPECT_EQ(done.artifact_digest(),
+            first.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest());
+  EXPECT_EQ(done.artifact_file_name(), "model.so");
+  EXPECT_EQ(done.artifact_size(), fake_.artifact_size);
+}
+
+TEST_F(FakeCompilerTest, CompilerEventsReachTheClientNamingTheTarget) {
+  CompileOutcome outcome = Compile(UploadModel(Bytes(100)), {"host"});
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  std::vector<v1::CompileEvent> stages = outcome.OfKind(v1::CompileEvent::STAGE);
+  ASSERT_THAT(stages, SizeIs(1));
+  EXPECT_EQ(stages[0].name(), "import");
+  EXPECT_EQ(stages[0].target_preset(), "host");
+  EXPECT_EQ(stages[0].target(), ir::ParseTarget("host")->Canonical());
+  EXPECT_THAT(outcome.OfKind(v1::CompileEvent::PASS), SizeIs(1));
+  EXPECT_EQ(outcome.events.back().kind(), v1::CompileEvent::TARGET_DONE);
+}
+
+TEST_F(FakeCompilerTest, DifferentOptionsCompileAgain) {
+  const std::string digest = UploadModel(Bytes(100));
+  ASSERT_TRUE(Compile(digest, {"x86_64"}, {{"seq", 128}}).status.ok());
+  ASSERT_TRUE(Compile(digest, {"x86_64"}, {{"seq", 4096}}).status.ok());
+  EXPECT_EQ(fake_.calls, 2);
+}
+
+TEST_F(FakeCompilerTest, FetchReturnsTheArtifactInChunks) {
+  fake_.artifact_size = 2 * kMiB + 5;
+  CompileOutcome outcome = Compile(UploadModel(Bytes(100)), {"x86_64"});
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  const std::string digest = outcome.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest();
+
+  std::vector<v1::ArtifactChunk> chunks;
+  grpc::Status status = Fetch(digest, &chunks);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_THAT(chunks, SizeIs(3));
+  EXPECT_EQ(chunks[0].artifact_digest(), digest);
+  EXPECT_EQ(chunks[0].total_bytes(), fake_.artifact_size);
+  EXPECT_EQ(chunks[0].file_name(), "model.so");
+  EXPECT_EQ(chunks[0].manifest_json(), "{\"fake\": true}");
+  std::string bytes;
+  for (const v1::ArtifactChunk& chunk : chunks) {
+    EXPECT_LE(chunk.chunk().size(), kMiB);
+    bytes += chunk.chunk();
+  }
+  EXPECT_EQ(cache::Sha256Digest(bytes), digest);
+}
+
+TEST_F(FakeCompilerTest, CorruptCachedArtifactIsRebuiltNotServed) {
+  const std::string model = UploadModel(Bytes(100));
+  const std::string artifact =
+      Compile(model, {"x86_64"}).OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((data_dir_ / "kiln.db").c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  const std::string sql = "UPDATE blobs SET bytes = X'00' WHERE digest = '" + artifact + "'";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+
+  CompileOutcome again = Compile(model, {"x86_64"});
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_THAT(again.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(1));
+  EXPECT_EQ(fake_.calls, 2);
+  std::vector<v1::ArtifactChunk> chunks;
+  ASSERT_TRUE(Fetch(artifact, &chunks).ok());
+  EXPECT_EQ(cache::Sha256Digest(chunks[0].chunk()), artifact);
+}
+
+// --- User errors: a precise status, and the daemon carries on ------------------------------
+
+TEST_F(ServiceTest, TruncatedUploadIsInvalidArgument) {
+  const std::string model = Bytes(3000);
+  std::vector<v1::UploadModelRequest> messages = Chunks(model, 1000);
+  messages.pop_back();
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(messages, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "truncated upload: got 2000 of 3000 bytes");
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, WrongDigestIsInvalidArgumentNamingBoth) {
+  const std::string model = Bytes(3000);
+  const std::string claimed = cache::Sha256Digest("something else");
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(Chunks(model, 1000, claimed), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr(claimed));
+  EXPECT_THAT(status.error_message(), HasSubstr(cache::Sha256Digest(model)));
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, MalformedDigestIsInvalidArgument) {
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(Chunks(Bytes(10), 10, "md5:abc"), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("md5:abc"));
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, ChunkOverOneMebibyteIsInvalidArgument) {
+  const std::string model = Bytes(3 * kMiB);
+  std::vector<v1::UploadModelRequest> messages = Chunks(model, kMiB);
+  messages[1].set_chunk(messages[1].chunk() + messages[2].chunk());  // chunk 1: 2 MiB
+  messages.pop_back();
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(messages, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("chunk 1 is 2097152 bytes"));
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, MoreBytesThanAnnouncedIsInvalidArgument) {
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(Chunks(Bytes(3000), 1000, "", 1500), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("more than the announced total_bytes 1500"));
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, ModelOverTheSizeLimitIsRefusedBeforeItIsSent) {
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload(Chunks(Bytes(10), 10, "", 9 * kMiB), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("limit of 8388608 bytes"));
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, EmptyUploadIsInvalidArgument) {
+  v1::UploadModelResponse response;
+  grpc::Status status = Upload({}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, CompileUnknownModelIsNotFound) {
+  const std::string digest = cache::Sha256Digest("never uploaded");
+  CompileOutcome outcome = Compile(digest, {"x86_64"});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr(digest));
+  EXPECT_EQ(server_->service().compiler_runs(), 0);
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, CompileMalformedDigestIsInvalidArgument) {
+  CompileOutcome outcome = Compile("sha256:xyz", {"x86_64"});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, CompileWithoutTargetsIsInvalidArgument) {
+  CompileOutcome outcome = Compile(UploadModel(Bytes(10)), {});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("no targets"));
+}
+
+TEST_F(ServiceTest, UnknownTargetIsInvalidArgumentNamingIt) {
+  CompileOutcome outcome = Compile(UploadModel(Bytes(10)), {"riscv-toaster"});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("riscv-toaster"));
+  std::vector<v1::CompileEvent> errors = outcome.OfKind(v1::CompileEvent::TARGET_ERROR);
+  ASSERT_THAT(errors, SizeIs(1));
+  EXPECT_EQ(errors[0].target_preset(), "riscv-toaster");
+  EXPECT_EQ(errors[0].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(server_->service().compiler_runs(), 0);
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, NonPositiveDimBoundIsInvalidArgument) {
+  CompileOutcome outcome = Compile(UploadModel(Bytes(10)), {"x86_64"}, {{"seq", 0}});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("seq"));
+}
+
+// Garbage bytes reach the real compiler, whose user error must come back unchanged: on the
+// TARGET_ERROR event and as the call's status.
+TEST_F(ServiceTest, GarbageModelGetsTheCompilersError) {
+  CompileOutcome outcome = Compile(UploadModel("this is not an ONNX model"), {"x86_64"});
+  EXPECT_FALSE(outcome.status.ok());
+  EXPECT_EQ(server_->service().compiler_runs(), 1);
+  std::vector<v1::CompileEvent> errors = outcome.OfKind(v1::CompileEvent::TARGET_ERROR);
+  ASSERT_THAT(errors, SizeIs(1));
+  EXPECT_EQ(errors[0].error_code(), outcome.status.error_code());
+  EXPECT_EQ(errors[0].message(), outcome.status.error_message());
+  ExpectStillServing();
+  // PLACEHOLDER DRIVER: until the pipeline lands, CompileModel answers UNIMPLEMENTED for every
+  // model. Everything above already holds; the code check below starts running with the
+  // real compiler. Remove this early exit then.
+  if (outcome.status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    GTEST_SKIP() << "driver::CompileModel is still the placeholder (UNIMPLEMENTED)";
+  }
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServiceTest, FetchUnknownArtifactIsNotFound) {
+  std::vector<v1::ArtifactChunk> chunks;
+  const std::string digest = cache::Sha256Digest("no such artifact");
+  grpc::Status status = Fetch(digest, &chunks);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr(digest));
+  EXPECT_EQ(Fetch("nonsense", &chunks).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(chunks.empty());
+  ExpectStillServing();
+}
+
+TEST_F(ServiceTest, FetchOfAModelIsNotFound) {
+  // Only compile results are fetchable; an uploaded model is not an artifact.
+  std::vector<v1::ArtifactChunk> chunks;
+  EXPECT_EQ(Fetch(UploadModel(Bytes(10)), &chunks).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(FakeCompilerTest, FailedTargetDoesNotStopTheOthers) {
+  CompileOutcome outcome = Compile(UploadModel(Bytes(100)), {"bogus", "x86_64"});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("bogus"));
+  ASSERT_THAT(outcome.OfKind(v1::CompileEvent::TARGET_ERROR), SizeIs(1));
+  ASSERT_THAT(outcome.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+  EXPECT_EQ(outcome.OfKind(v1::CompileEvent::TARGET_DONE)[0].target_preset(), "x86_64");
+}
+
+TEST_F(FakeCompilerTest, CompilerExceptionBecomesInternalAndTheDaemonLives) {
+  fake_.during = [] { throw std::runtime_error("boom"); };
+  CompileOutcome outcome = Compile(UploadModel(Bytes(100)), {"x86_64"});
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("boom"));
+  ASSERT_THAT(outcome.OfKind(v1::CompileEvent::TARGET_ERROR), SizeIs(1));
+  ExpectStillServing();
+}
+
+// --- Admission control ---------------------------------------------------------------------
+
+class BusyServerTest : public FakeCompilerTest {
+ protected:
+  void SetUp() override {
+    ServiceOptions options = Options();
+    options.max_running_jobs = 1;
+    options.max_queued_jobs = 0;
+    Start(options);
+  }
+};
+
+TEST_F(BusyServerTest, FullQueueIsResourceExhausted) {
+  const std::string digest = UploadModel(Bytes(100));
+  absl::Notification compiling, release;
+  fake_.during = [&] {
+    compiling.Notify();
+    release.WaitForNotification();
+  };
+  std::thread first([&] { EXPECT_TRUE(Compile(digest, {"x86_64"}).status.ok()); });
+  compiling.WaitForNotification();
+  CompileOutcome second = Compile(digest, {"x86_64"});
+  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  release.Notify();
+  first.join();
+  EXPECT_TRUE(Compile(digest, {"x86_64"}).status.ok());  // a slot is free again
+}
+
+}  // namespace
+}  // namespace kiln::server
