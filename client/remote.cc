@@ -3,7 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "client/sha256.h"
+#include "cache/digest.h"
 
 namespace kiln::client {
 namespace {
@@ -34,7 +34,7 @@ absl::StatusOr<std::string> RemoteKiln::UploadModel(std::string_view name, std::
   auto context = NewContext();
   v1::UploadModelResponse response;
   auto writer = stub_->UploadModel(context.get(), &response);
-  std::string digest = Sha256Digest(bytes);
+  std::string digest = cache::Sha256Digest(bytes);
   // The first message carries name, digest and size, and (like every message) a chunk; an
   // empty model is still one message.
   size_t offset = 0;
@@ -87,7 +87,7 @@ absl::StatusOr<FetchedArtifact> RemoteKiln::FetchArtifact(const std::string& art
   absl::Status status = FromGrpc("FetchArtifact", address_, reader->Finish());
   if (!status.ok()) return status;
   // Never write an artifact that is not the one asked for.
-  std::string digest = Sha256Digest(artifact.bytes);
+  std::string digest = cache::Sha256Digest(artifact.bytes);
   if (artifact.bytes.size() != total_bytes || digest != artifact_digest) {
     return absl::DataLossError(absl::StrCat("FetchArtifact: received ", artifact.bytes.size(),
                                             " bytes with digest ", digest, ", expected ",

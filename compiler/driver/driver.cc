@@ -1,9 +1,7 @@
 #include "compiler/driver/driver.h"
 
-#include <openssl/evp.h>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "cache/digest.h"
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/manifest.h"
@@ -12,16 +10,6 @@
 
 namespace kiln::driver {
 namespace {
-
-std::string Sha256Digest(std::string_view bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  KILN_CHECK(EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) == 1)
-      << "sha256 failed";
-  std::string hex = "sha256:";
-  for (unsigned int i = 0; i < len; ++i) absl::StrAppendFormat(&hex, "%02x", md[i]);
-  return hex;
-}
 
 void Report(const EventSink& events, CompileEvent::Kind kind, std::string name,
             std::string message) {
@@ -66,7 +54,7 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   artifact.target = target.Canonical();
   artifact.file_name = target.artifact_file;
   artifact.manifest_json =
-      ManifestJson(main, target, {target.artifact_file, Sha256Digest(so), options.Canonical()});
+      ManifestJson(main, target, {target.artifact_file, cache::Sha256Digest(so), options.Canonical()});
   artifact.bytes = std::move(so);
   Report(events, Kind::kInfo, "done", absl::StrCat(artifact.bytes.size(), " bytes"));
   return artifact;
