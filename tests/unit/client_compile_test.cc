@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "client/cli.h"
-#include "client/sha256.h"
+#include "cache/digest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kiln/v1/kiln.grpc.pb.h"
@@ -41,7 +41,7 @@ class FakeKiln final : public v1::Kiln::Service {
       }
       uploaded += request.chunk();
     }
-    if (Sha256Digest(uploaded) != uploaded_sha256) {
+    if (cache::Sha256Digest(uploaded) != uploaded_sha256) {
       return {grpc::StatusCode::INVALID_ARGUMENT, "digest mismatch"};
     }
     response->set_model_digest(uploaded_sha256);
@@ -72,7 +72,7 @@ class FakeKiln final : public v1::Kiln::Service {
       writer->Write(event);
       event.set_kind(v1::CompileEvent::TARGET_DONE);
       event.set_name("");
-      event.set_artifact_digest(Sha256Digest(artifact));
+      event.set_artifact_digest(cache::Sha256Digest(artifact));
       event.set_artifact_file_name("model.so");
       event.set_artifact_size(artifact.size());
       writer->Write(event);
@@ -82,7 +82,7 @@ class FakeKiln final : public v1::Kiln::Service {
 
   grpc::Status FetchArtifact(grpc::ServerContext*, const v1::FetchArtifactRequest* request,
                              grpc::ServerWriter<v1::ArtifactChunk>* writer) override {
-    if (request->artifact_digest() != Sha256Digest(artifact)) {
+    if (request->artifact_digest() != cache::Sha256Digest(artifact)) {
       return {grpc::StatusCode::NOT_FOUND, "no such artifact"};
     }
     v1::ArtifactChunk first;
@@ -160,7 +160,7 @@ TEST_F(CompileTest, UploadsCompilesFetchesAndWrites) {
       << err_.str();
   EXPECT_EQ(service_.upload_messages, 3);
   EXPECT_EQ(service_.uploaded, model_);
-  EXPECT_EQ(service_.uploaded_sha256, Sha256Digest(model_));
+  EXPECT_EQ(service_.uploaded_sha256, cache::Sha256Digest(model_));
   EXPECT_THAT(service_.compile_request.targets(), ElementsAre("x86_64"));
   EXPECT_EQ(service_.compile_request.dim_bounds().at("seq"), 128);
   EXPECT_THAT(err_.str(), HasSubstr("[x86_64] cache miss\n[x86_64] stage import\n"));
