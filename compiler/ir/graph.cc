@@ -152,6 +152,10 @@ Expr MakeShapeExpr(std::vector<PrimExpr> values) {
       {.kind = ExprKind::kShapeExpr, .struct_info = std::move(info), .values = std::move(values)});
 }
 
+Expr MakeNone() { return MakeTuple({}); }
+
+bool IsNone(const Expr& expr) { return expr->kind == ExprKind::kTuple && expr->args.empty(); }
+
 static std::string AttrText(const AttrValue& value) {
   struct Visitor {
     std::string operator()(int64_t v) const { return absl::StrCat(v); }
@@ -162,6 +166,11 @@ static std::string AttrText(const AttrValue& value) {
     }
     std::string operator()(const std::vector<double>& v) const {
       return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+    }
+    std::string operator()(const std::vector<std::string>& v) const {
+      return absl::StrCat("[", absl::StrJoin(v, ", ", [](std::string* out, const std::string& s) {
+                            absl::StrAppend(out, "\"", s, "\"");
+                          }), "]");
     }
   };
   return std::visit(Visitor{}, value);

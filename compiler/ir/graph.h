@@ -38,7 +38,8 @@ std::string ToString(const StructInfo& info);
 
 // Operator attributes, as in ONNX: ints, floats, strings and lists of them.
 using AttrValue =
-    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                 std::vector<std::string>>;
 using Attrs = std::map<std::string, AttrValue>;
 
 enum class ExprKind : uint8_t {
@@ -74,6 +75,9 @@ Expr MakeCall(std::string op, std::vector<Expr> args, Attrs attrs = {});
 // call_tir(kernel, args) producing a value of struct info `out`.
 Expr MakeCallTIR(std::string kernel, std::vector<Expr> args, StructInfo out);
 Expr MakeShapeExpr(std::vector<PrimExpr> values);
+// An omitted optional operand (an ONNX input left empty): the empty tuple.
+Expr MakeNone();
+bool IsNone(const Expr& expr);
 
 // `var = value`, or with match_cast `var = match_cast(value, var's struct info)`: binds any new
 // symbolic variables in that struct info and checks the rest at run time.

@@ -1,0 +1,108 @@
+#include "compiler/op/op_def.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::op {
+
+using arith::PrimExpr;
+
+absl::Status OpError(const ir::ExprNode& call, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("op ", call.name, ": ", message));
+}
+
+absl::StatusOr<const ir::StructInfo*> TensorArg(const ir::ExprNode& call, size_t i) {
+  if (i >= call.args.size()) return OpError(call, absl::StrCat("missing argument ", i));
+  const ir::StructInfo& info = call.args[i]->struct_info;
+  if (!info.is_tensor()) return OpError(call, absl::StrCat("argument ", i, " is not a tensor"));
+  return &info;
+}
+
+absl::StatusOr<std::vector<const ir::StructInfo*>> TensorArgs(const ir::ExprNode& call,
+                                                              size_t count) {
+  if (call.args.size() != count) {
+    return OpError(call, absl::StrCat("expects ", count, " arguments, got ", call.args.size()));
+  }
+  std::vector<const ir::StructInfo*> out;
+  for (size_t i = 0; i < count; ++i) {
+    auto info = TensorArg(call, i);
+    if (!info.ok()) return info.status();
+    if (!(*info)->shape) {
+      return OpError(call, absl::StrCat("argument ", i, " has an unknown shape"));
+    }
+    out.push_back(*info);
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> NormalizeAxis(const ir::ExprNode& call, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    return OpError(call, absl::StrCat("axis ", axis, " out of range for rank ", rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+template <typename T>
+static const T* FindAttr(const ir::Attrs& attrs, const std::string& name) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? nullptr : std::get_if<T>(&it->second);
+}
+
+int64_t GetIntAttr(const ir::Attrs& attrs, const std::string& name, int64_t fallback) {
+  const int64_t* v = FindAttr<int64_t>(attrs, name);
+  return v ? *v : fallback;
+}
+
+double GetFloatAttr(const ir::Attrs& attrs, const std::string& name, double fallback) {
+  if (const double* v = FindAttr<double>(attrs, name)) return *v;
+  if (const int64_t* v = FindAttr<int64_t>(attrs, name)) return static_cast<double>(*v);
+  return fallback;
+}
+
+std::string GetStringAttr(const ir::Attrs& attrs, const std::string& name,
+                          const std::string& fallback) {
+  const std::string* v = FindAttr<std::string>(attrs, name);
+  return v ? *v : fallback;
+}
+
+std::vector<int64_t> GetIntsAttr(const ir::Attrs& attrs, const std::string& name) {
+  const auto* v = FindAttr<std::vector<int64_t>>(attrs, name);
+  return v ? *v : std::vector<int64_t>{};
+}
+
+std::vector<double> GetFloatsAttr(const ir::Attrs& attrs, const std::string& name) {
+  const auto* v = FindAttr<std::vector<double>>(attrs, name);
+  return v ? *v : std::vector<double>{};
+}
+
+std::vector<std::string> GetStringsAttr(const ir::Attrs& attrs, const std::string& name) {
+  const auto* v = FindAttr<std::vector<std::string>>(attrs, name);
+  return v ? *v : std::vector<std::string>{};
+}
+
+bool HasAttr(const ir::Attrs& attrs, const std::string& name) { return attrs.count(name) > 0; }
+
+absl::StatusOr<std::vector<PrimExpr>> BroadcastShapes(const std::vector<PrimExpr>& a,
+                                                      const std::vector<PrimExpr>& b,
+                                                      const arith::Analyzer& analyzer) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<PrimExpr> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    // Align from the right, as numpy does.
+    PrimExpr da = i < rank - a.size() ? arith::IntImm(1) : a[i - (rank - a.size())];
+    PrimExpr db = i < rank - b.size() ? arith::IntImm(1) : b[i - (rank - b.size())];
+    if (da->is_const_int(1)) {
+      out[i] = db;
+    } else if (db->is_const_int(1) || analyzer.ProveEqual(da, db)) {
+      out[i] = da;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("cannot broadcast dimension ", i, ": ",
+                                                     arith::ToString(da), " with ",
+                                                     arith::ToString(db)));
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::op
