@@ -44,6 +44,21 @@ absl::Status ImportContext::EmitOutput(const std::string& op, std::vector<ir::Ex
   return absl::OkStatus();
 }
 
+absl::Status ImportContext::EmitTupleOutputs(const std::string& op, std::vector<ir::Expr> args,
+                                             ir::Attrs attrs) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr tuple, Emit(op, std::move(args), std::move(attrs)));
+  if (tuple->struct_info.kind != ir::StructInfo::Kind::kTuple) {
+    return absl::InternalError("op " + op + " does not return a tuple");
+  }
+  for (int i = 0; i < num_outputs() && i < static_cast<int>(tuple->struct_info.fields.size());
+       ++i) {
+    if (!HasOutput(i)) continue;
+    KILN_ASSIGN_OR_RETURN(ir::Expr field, Bind(ir::MakeTupleGetItem(tuple, i), node().output(i)));
+    SetOutput(i, field);
+  }
+  return absl::OkStatus();
+}
+
 ir::Expr ScalarConstant(double value, arith::DataType dtype) {
   ir::NDArray a = ir::NDArray::Zeros(dtype, {});
   a.SetDouble(0, value);

@@ -62,6 +62,8 @@ class ImportContext {
   virtual absl::StatusOr<ir::Expr> Emit(const std::string& op, std::vector<ir::Expr> args,
                                         ir::Attrs attrs = {},
                                         const std::string& name_hint = "") = 0;
+  // Binds any expression (a tuple field, say) to a fresh variable named after `name_hint`.
+  virtual absl::StatusOr<ir::Expr> Bind(ir::Expr value, const std::string& name_hint) = 0;
   // Makes `value` the node's output i.
   virtual void SetOutput(int i, ir::Expr value) = 0;
   int num_outputs() const { return node().output_size(); }
@@ -71,6 +73,10 @@ class ImportContext {
   // Convenience: Emit, then make the result output 0.
   absl::Status EmitOutput(const std::string& op, std::vector<ir::Expr> args,
                           ir::Attrs attrs = {});
+  // For ops with several results (a Tuple struct info): Emit, then bind each field that the
+  // node requests to its own variable and make it that output.
+  absl::Status EmitTupleOutputs(const std::string& op, std::vector<ir::Expr> args,
+                                ir::Attrs attrs = {});
 };
 
 using Converter = std::function<absl::Status(ImportContext& ctx)>;
@@ -80,6 +86,7 @@ void RegisterElementwiseConverters(ConverterTable& table);  // frontend/onnx_ele
 void RegisterTensorConverters(ConverterTable& table);       // frontend/onnx_tensor_ops.cc
 void RegisterNNConverters(ConverterTable& table);           // frontend/onnx_nn.cc
 void RegisterReduceConverters(ConverterTable& table);       // frontend/onnx_reduce.cc
+void RegisterImageConverters(ConverterTable& table);        // frontend/onnx_image.cc
 void RegisterControlConverters(ConverterTable& table);      // frontend/onnx_control.cc
 
 // A 0-d constant of `dtype` holding `value`.

@@ -25,6 +25,7 @@ const ConverterTable& Converters() {
     RegisterTensorConverters(*t);
     RegisterNNConverters(*t);
     RegisterReduceConverters(*t);
+    RegisterImageConverters(*t);
     RegisterControlConverters(*t);
     return t;
   }();
@@ -71,6 +72,11 @@ class GraphImporter : public ImportContext {
   const onnx::AttributeProto* Attr(const std::string& name) const override;
   absl::StatusOr<Expr> Emit(const std::string& op, std::vector<Expr> args, ir::Attrs attrs,
                             const std::string& name_hint) override;
+  absl::StatusOr<Expr> Bind(Expr value, const std::string& name_hint) override {
+    Expr var = ir::MakeVar(FreshName(name_hint), value->struct_info);
+    bindings_.push_back({var, value});
+    return var;
+  }
   void SetOutput(int i, Expr value) override {
     if (i < node_->output_size() && !node_->output(i).empty()) values_[node_->output(i)] = value;
   }
@@ -296,9 +302,8 @@ absl::StatusOr<ir::IRModule> ImportOnnx(std::string_view model_bytes) {
   for (const auto& entry : model.opset_import()) {
     if (entry.domain().empty() || entry.domain() == "ai.onnx") opset = entry.version();
   }
-  if (opset < 7) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ONNX opset ", opset, " is not supported; Kiln reads opsets 7 and later"));
+  if (opset < 1) {
+    return absl::InvalidArgumentError("the model imports no version of the default ONNX domain");
   }
   const onnx::GraphProto& graph = model.graph();
   GraphImporter importer(opset);

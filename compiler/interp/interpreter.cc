@@ -174,6 +174,7 @@ const KernelFn* FindKernel(std::string_view op) {
     RegisterTensorKernels(*t);
     RegisterNNKernels(*t);
     RegisterReduceKernels(*t);
+    RegisterImageKernels(*t);
     RegisterControlKernels(*t);
     return t;
   }();

@@ -23,6 +23,7 @@ void RegisterElementwiseKernels(KernelTable& table);  // interp/elementwise.cc
 void RegisterTensorKernels(KernelTable& table);       // interp/tensor.cc
 void RegisterNNKernels(KernelTable& table);           // interp/nn.cc
 void RegisterReduceKernels(KernelTable& table);       // interp/reduce.cc
+void RegisterImageKernels(KernelTable& table);        // interp/image.cc
 void RegisterControlKernels(KernelTable& table);      // interp/control.cc
 
 // The kernel for `op`, or null.

@@ -1,5 +1,6 @@
 // How operator families declare their operators. Each family file (elementwise.cc,
-// tensor.cc, nn.cc, reduce.cc, control.cc) returns its OpDefs; registry.cc gathers them.
+// tensor.cc, nn.cc, reduce.cc, image.cc, control.cc) returns its OpDefs; registry.cc
+// gathers them.
 // The helpers below are shared by the families' struct-info inference.
 #pragma once
 
@@ -25,6 +26,7 @@ std::vector<OpDef> ElementwiseOps();  // op/elementwise.cc: math, activations, l
 std::vector<OpDef> TensorOps();       // op/tensor.cc: shape and data movement
 std::vector<OpDef> NNOps();           // op/nn.cc: matmul, conv, pooling, norms, softmax
 std::vector<OpDef> ReduceOps();       // op/reduce.cc: reductions, RNNs, losses, signal
+std::vector<OpDef> ImageOps();        // op/image.cc: resize, grid sampling, sorting, boxes
 std::vector<OpDef> ControlOps();      // op/control.cc: if, loop, scan
 
 // "op NAME: message" as INVALID_ARGUMENT.

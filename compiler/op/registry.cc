@@ -10,7 +10,7 @@ namespace {
 const std::map<std::string, InferFn, std::less<>>& Registry() {
   static const auto* registry = [] {
     auto* table = new std::map<std::string, InferFn, std::less<>>;
-    for (auto family : {ElementwiseOps, TensorOps, NNOps, ReduceOps, ControlOps}) {
+    for (auto family : {ElementwiseOps, TensorOps, NNOps, ReduceOps, ImageOps, ControlOps}) {
       for (OpDef& def : family()) {
         KILN_CHECK(table->emplace(def.name, std::move(def.infer)).second)
             << "op " << def.name << " registered twice";

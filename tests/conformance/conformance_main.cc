@@ -1,0 +1,233 @@
+// kiln-conformance: runs ONNX backend test directories (model.onnx plus
+// test_data_set_*/input_*.pb and output_*.pb) and compares Kiln's outputs with the suite's
+// expected ones at the ONNX backend runner's tolerances (rtol 1e-3, atol 1e-7).
+//
+//   kiln-conformance --suite DIR --mode reference [--expected-failures FILE] [--filter TEXT]
+//
+// Prints one line per failure with its reason, then `conformance: P passed, F failed`. With
+// an expected-failure list (lines `test_name  reason`, # comments), the exit code is nonzero
+// when a test fails that is not on the list, or a listed test passes (take it off the list).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/arith/check.h"
+#include "compiler/driver/driver.h"
+#include "compiler/frontend/onnx_tensor.h"
+#include "compiler/interp/interpreter.h"
+
+namespace kiln::conformance {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string suite;
+  std::string mode = "reference";
+  std::string expected_failures;
+  std::string filter;
+};
+
+absl::StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+absl::StatusOr<ir::NDArray> ReadTensor(const fs::path& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path.filename().string(), " is not a TensorProto"));
+  }
+  return frontend::NDArrayFromTensorProto(proto);
+}
+
+// Files named prefix_0.pb, prefix_1.pb, ... in index order.
+std::vector<fs::path> NumberedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (int i = 0;; ++i) {
+    fs::path p = dir / absl::StrCat(prefix, "_", i, ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// numpy.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-7): NaNs must match.
+absl::Status Compare(const ir::NDArray& actual, const ir::NDArray& expected, size_t index) {
+  std::string what = absl::StrCat("output ", index);
+  if (actual.dtype != expected.dtype) {
+    return absl::InternalError(absl::StrCat(what, ": dtype ", actual.dtype.ToString(),
+                                            ", expected ", expected.dtype.ToString()));
+  }
+  if (actual.shape != expected.shape) {
+    return absl::InternalError(absl::StrCat(what, ": shape ", ShapeText(actual.shape),
+                                            ", expected ", ShapeText(expected.shape)));
+  }
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    bool ok;
+    if (expected.dtype.is_float()) {
+      double a = actual.GetDouble(i), e = expected.GetDouble(i);
+      ok = (std::isnan(a) && std::isnan(e)) || a == e || std::abs(a - e) <= 1e-7 + 1e-3 * std::abs(e);
+    } else {
+      ok = actual.GetInt(i) == expected.GetInt(i);
+    }
+    if (!ok) {
+      return absl::InternalError(absl::StrCat(what, " element ", i, ": got ", actual.GetDouble(i),
+                                              ", expected ", expected.GetDouble(i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunDataSet(const ir::IRModule& module, const fs::path& dir) {
+  std::vector<ir::NDArray> inputs, expected;
+  for (const fs::path& p : NumberedFiles(dir, "input")) {
+    KILN_ASSIGN_OR_RETURN(ir::NDArray t, ReadTensor(p));
+    inputs.push_back(std::move(t));
+  }
+  for (const fs::path& p : NumberedFiles(dir, "output")) {
+    KILN_ASSIGN_OR_RETURN(ir::NDArray t, ReadTensor(p));
+    expected.push_back(std::move(t));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::NDArray> outputs, interp::Run(module, inputs));
+  if (outputs.size() != expected.size()) {
+    return absl::InternalError(absl::StrCat(outputs.size(), " outputs, expected ", expected.size()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) KILN_RETURN_IF_ERROR(Compare(outputs[i], expected[i], i));
+  return absl::OkStatus();
+}
+
+absl::Status RunTest(const fs::path& dir) {
+  KILN_ASSIGN_OR_RETURN(std::string model, ReadFile(dir / "model.onnx"));
+  KILN_ASSIGN_OR_RETURN(ir::IRModule module, driver::ImportModel(model));
+  int sets = 0;
+  std::vector<fs::path> data_sets;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0) {
+      data_sets.push_back(entry.path());
+    }
+  }
+  std::sort(data_sets.begin(), data_sets.end());
+  for (const fs::path& set : data_sets) {
+    absl::Status s = RunDataSet(module, set);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(set.filename().string(), ": ", s.message()));
+    }
+    ++sets;
+  }
+  if (sets == 0) return absl::NotFoundError("no test_data_set_* directory");
+  return absl::OkStatus();
+}
+
+// test name -> reason
+absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(const std::string& path) {
+  std::map<std::string, std::string> out;
+  if (path.empty()) return out;
+  KILN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t space = line.find_first_of(" \t");
+    std::string name = line.substr(0, space);
+    std::string reason = space == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", space));
+    if (reason.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", name, " has no reason"));
+    }
+    out[name] = reason;
+  }
+  return out;
+}
+
+absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> absl::StatusOr<std::string> {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (arg == "--suite") {
+      KILN_ASSIGN_OR_RETURN(o.suite, value());
+    } else if (arg == "--mode") {
+      KILN_ASSIGN_OR_RETURN(o.mode, value());
+    } else if (arg == "--expected-failures") {
+      KILN_ASSIGN_OR_RETURN(o.expected_failures, value());
+    } else if (arg == "--filter") {
+      KILN_ASSIGN_OR_RETURN(o.filter, value());
+    } else {
+      return absl::InvalidArgumentError("unknown flag " + arg);
+    }
+  }
+  if (o.suite.empty()) return absl::InvalidArgumentError("--suite DIR is required");
+  if (o.mode != "reference") {
+    return absl::InvalidArgumentError("--mode must be reference (compiled comes with the CPU backend)");
+  }
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  auto options = ParseArgs(argc, argv);
+  if (!options.ok()) {
+    std::cerr << "kiln-conformance: " << options.status().message() << "\n"
+              << "usage: kiln-conformance --suite DIR --mode reference "
+                 "[--expected-failures FILE] [--filter TEXT]\n";
+    return 2;
+  }
+  auto expected = ReadExpectedFailures(options->expected_failures);
+  if (!expected.ok()) {
+    std::cerr << "kiln-conformance: " << expected.status().message() << "\n";
+    return 2;
+  }
+  std::vector<fs::path> tests;
+  for (const auto& entry : fs::directory_iterator(options->suite)) {
+    if (fs::exists(entry.path() / "model.onnx") &&
+        entry.path().filename().string().find(options->filter) != std::string::npos) {
+      tests.push_back(entry.path());
+    }
+  }
+  std::sort(tests.begin(), tests.end());
+  int passed = 0, failed = 0, unexpected = 0, fixed = 0;
+  for (const fs::path& dir : tests) {
+    std::string name = dir.filename().string();
+    absl::Status s = RunTest(dir);
+    bool listed = expected->count(name) > 0;
+    if (s.ok()) {
+      ++passed;
+      if (listed) {
+        ++fixed;
+        std::cout << "FIXED " << name << ": passes now; take it off the expected-failure list\n";
+      }
+      continue;
+    }
+    ++failed;
+    if (!listed) ++unexpected;
+    std::cout << (listed ? "XFAIL " : "FAIL ") << name << ": " << absl::StatusCodeToString(s.code())
+              << ": " << s.message() << "\n";
+  }
+  std::cout << "conformance: " << passed << " passed, " << failed << " failed" << std::endl;
+  if (!options->expected_failures.empty()) {
+    std::cout << "unexpected failures: " << unexpected << ", expected failures that pass: " << fixed
+              << std::endl;
+    return unexpected || fixed ? 1 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln::conformance
+
+int main(int argc, char** argv) { return kiln::conformance::Main(argc, argv); }
