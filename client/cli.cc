@@ -14,12 +14,15 @@ constexpr char kUsage[] =
     "  kiln compile MODEL.onnx --target T [--target T ...] --out DIR [--server HOST:PORT]\n"
     "               [--dim-bound NAME=N ...] [--timeout SECONDS]\n"
     "  kiln run ARTIFACT_DIR --input NAME=FILE ... --out DIR\n"
+    "  kiln run MODEL.onnx --reference --input NAME=FILE ... --out DIR\n"
+    "  kiln inspect MODEL.onnx [--after PASS]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "Results go to stdout, progress and errors to stderr.\n";
 
 struct FlagSpec {
   std::string name;
   bool repeated = false;
+  bool takes_value = true;  // false: a switch such as --reference
 };
 
 struct ParsedWords {
@@ -59,6 +62,11 @@ absl::StatusOr<ParsedWords> SplitWords(const std::vector<std::string>& words,
     for (const FlagSpec& s : specs) spec = s.name == name ? &s : spec;
     if (spec == nullptr || (word != "-t" && !word.starts_with("--"))) {
       return Invalid(absl::StrCat("unknown flag '", word, "'"));
+    }
+    if (!spec->takes_value) {
+      if (inline_value) return Invalid(absl::StrCat("--", name, " takes no value"));
+      parsed.flags[name].push_back("true");
+      continue;
     }
     if (!inline_value && ++i == words.size()) {
       return Invalid(absl::StrCat("--", name, " needs a value"));
@@ -139,10 +147,12 @@ absl::StatusOr<CompileArgs> ParseCompileArgs(const std::vector<std::string>& wor
 }
 
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& words) {
-  auto parsed = SplitWords(words, {{"input", true}, {"out"}});
+  auto parsed = SplitWords(words, {{"input", true}, {"out"}, {"reference", false, false}});
   if (!parsed.ok()) return parsed.status();
   RunArgs args;
-  absl::StatusOr<std::string> dir = OnePositional(*parsed, "artifact folder");
+  args.reference = !parsed->Get("reference").empty();
+  absl::StatusOr<std::string> dir =
+      OnePositional(*parsed, args.reference ? "model file" : "artifact folder");
   if (!dir.ok()) return dir.status();
   args.artifact_dir = *dir;
   args.out_dir = parsed->Get("out");
@@ -152,6 +162,17 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& words) {
     if (!assignment.ok()) return assignment.status();
     args.inputs.push_back(*assignment);
   }
+  return args;
+}
+
+absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(words, {{"after"}});
+  if (!parsed.ok()) return parsed.status();
+  InspectArgs args;
+  absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
+  if (!model.ok()) return model.status();
+  args.model_path = *model;
+  args.after = parsed->Get("after");
   return args;
 }
 
@@ -203,6 +224,7 @@ int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostrea
   }
   if (command == "compile") return Dispatch(command, rest, &ParseCompileArgs, &Compile, console);
   if (command == "run") return Dispatch(command, rest, &ParseRunArgs, &Run, console);
+  if (command == "inspect") return Dispatch(command, rest, &ParseInspectArgs, &Inspect, console);
   if (command == "targets")
     return Dispatch(command, rest, &ParseTargetsArgs, &ListTargets, console);
   err << "kiln: unknown command '" << command << "'\n" << kUsage;

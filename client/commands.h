@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace kiln::client {
 
@@ -31,12 +32,24 @@ struct CompileArgs {
 absl::Status Compile(const CompileArgs& args, Console console);
 
 struct RunArgs {
-  std::string artifact_dir;  // a folder with one .so artifact, or the artifact itself
+  // A folder with one .so artifact, or the artifact itself; with `reference`, an ONNX model.
+  std::string artifact_dir;
+  // Run the model with the reference interpreter instead of an artifact.
+  bool reference = false;
   std::vector<std::pair<std::string, std::string>> inputs;  // name, .npy or .pb file
   std::string out_dir;
 };
 // Runs the artifact and writes out_dir/<output name>.npy per output.
 absl::Status Run(const RunArgs& args, Console console);
+
+struct InspectArgs {
+  std::string model_path;
+  std::string after;  // a pass name (see compiler/driver/pipeline.cc); empty: after import
+};
+// The bytes of a model file; NOT_FOUND naming it.
+absl::StatusOr<std::string> ReadModelFile(const std::string& path);
+// Prints the module in the IR text format, after import or after the named pass.
+absl::Status Inspect(const InspectArgs& args, Console console);
 
 struct TargetsArgs {
   std::string server;  // empty lists the compiler's own presets

@@ -62,6 +62,13 @@ class ImportContext {
   virtual absl::StatusOr<ir::Expr> Emit(const std::string& op, std::vector<ir::Expr> args,
                                         ir::Attrs attrs = {},
                                         const std::string& name_hint = "") = 0;
+  // Emits a call built by the converter (one with subgraphs, say): normalized like Emit.
+  virtual absl::StatusOr<ir::Expr> EmitCall(ir::Expr call, const std::string& name_hint = "") = 0;
+  // Imports an ONNX subgraph (If branches, Loop and Scan bodies) as a Function whose params
+  // have the given struct info and whose result is the tuple of the graph's outputs. The
+  // subgraph may use values of the enclosing graphs directly.
+  virtual absl::StatusOr<std::shared_ptr<const ir::Function>> ImportSubgraph(
+      const onnx::GraphProto& graph, const std::vector<ir::StructInfo>& param_infos) = 0;
   // Binds any expression (a tuple field, say) to a fresh variable named after `name_hint`.
   virtual absl::StatusOr<ir::Expr> Bind(ir::Expr value, const std::string& name_hint) = 0;
   // Makes `value` the node's output i.

@@ -1,8 +1,262 @@
 // ONNX image and index operators: Resize, GridSample, RoiAlign, NonMaxSuppression, TopK...
+// Every Kiln op gets all its attributes explicitly, with the defaults of the model's opset.
+#include "absl/strings/str_cat.h"
+#include "compiler/arith/check.h"
 #include "compiler/frontend/import_context.h"
 
 namespace kiln::frontend {
+namespace {
 
-void RegisterImageConverters(ConverterTable& table) {}
+using arith::PrimExpr;
+
+absl::Status Unsupported(ImportContext& ctx, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(ctx.node().op_type(), ": ", what, " is not supported"));
+}
+
+// Optional input i, with an empty constant (how opset 11 spells "not given") read as omitted.
+absl::StatusOr<ir::Expr> GivenInput(ImportContext& ctx, int i) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr v, ctx.OptionalInput(i));
+  const ir::NDArray* data = ir::IsNone(v) ? nullptr : ctx.ConstantValue(v);
+  if (data && data->num_elements() == 0) return ir::MakeNone();
+  return v;
+}
+
+// An integer operand that decides an output shape: as a ShapeExpr when its elements are
+// known symbolically (so the shape stays symbolic), else as it is.
+ir::Expr ShapeOperand(ImportContext& ctx, const ir::Expr& v) {
+  if (ir::IsNone(v) || ctx.ConstantValue(v)) return v;
+  auto values = ctx.SymbolicValue(v);
+  return values ? ir::MakeShapeExpr(*values) : v;
+}
+
+ir::Expr FloatsConstant(const std::vector<float>& values) {
+  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(), {int64_t(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) a.SetDouble(i, values[i]);
+  return Constant(std::move(a));
+}
+
+ir::Attrs ResizeAttrs(const std::string& mode, const std::string& transform,
+                      const std::string& nearest_mode, double cubic_a, int64_t exclude_outside,
+                      double extrapolation) {
+  return {{"mode", mode},
+          {"coordinate_transformation_mode", transform},
+          {"nearest_mode", nearest_mode},
+          {"cubic_coeff_a", cubic_a},
+          {"exclude_outside", exclude_outside},
+          {"extrapolation_value", extrapolation}};
+}
+
+// Before opset 11 there was no coordinate transformation or nearest mode: sources are
+// x / scale, and nearest picks floor when upsampling, ceil when downsampling ("simple", as
+// onnxruntime keeps it for these opsets).
+absl::Status EmitLegacyResize(ImportContext& ctx, ir::Expr x, ir::Expr scales) {
+  std::string mode = ctx.StringAttr("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") return Unsupported(ctx, "mode " + mode);
+  return ctx.EmitOutput("resize", {x, ir::MakeNone(), scales, ir::MakeNone()},
+                        ResizeAttrs(mode, "asymmetric", "simple", -0.75, 0, 0));
+}
+
+absl::Status ConvertUpsample(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  if (ctx.opset() < 9) return EmitLegacyResize(ctx, x, FloatsConstant(ctx.FloatsAttr("scales")));
+  KILN_ASSIGN_OR_RETURN(ir::Expr scales, ctx.Input(1));
+  return EmitLegacyResize(ctx, x, scales);
+}
+
+// Opset 18's additions are accepted only at their defaults.
+absl::Status CheckResize18Attrs(ImportContext& ctx) {
+  if (ctx.IntAttr("antialias", 0) != 0) return Unsupported(ctx, "antialias");
+  if (ctx.Attr("axes")) return Unsupported(ctx, "axes");
+  std::string policy = ctx.StringAttr("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch") return Unsupported(ctx, "keep_aspect_ratio_policy " + policy);
+  return absl::OkStatus();
+}
+
+absl::Status ConvertResize(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  if (ctx.opset() < 11) {
+    KILN_ASSIGN_OR_RETURN(ir::Expr scales, ctx.Input(1));
+    return EmitLegacyResize(ctx, x, scales);
+  }
+  KILN_RETURN_IF_ERROR(CheckResize18Attrs(ctx));
+  std::string transform = ctx.StringAttr("coordinate_transformation_mode", "half_pixel");
+  KILN_ASSIGN_OR_RETURN(ir::Expr roi, GivenInput(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(ir::Expr scales, GivenInput(ctx, 2));
+  KILN_ASSIGN_OR_RETURN(ir::Expr sizes, GivenInput(ctx, 3));
+  // roi matters only when cropping; sizes, when given, win over scales (which opset 11
+  // requires to be empty then, possibly at run time).
+  if (transform != "tf_crop_and_resize") roi = ir::MakeNone();
+  if (!ir::IsNone(sizes)) scales = ir::MakeNone();
+  if (ir::IsNone(scales) && ir::IsNone(sizes)) {
+    return absl::InvalidArgumentError("Resize: one of scales and sizes must be given");
+  }
+  std::string mode = ctx.StringAttr("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+    return Unsupported(ctx, "mode " + mode);
+  }
+  return ctx.EmitOutput(
+      "resize", {x, roi, scales, ShapeOperand(ctx, sizes)},
+      ResizeAttrs(mode, transform, ctx.StringAttr("nearest_mode", "round_prefer_floor"),
+                  ctx.FloatAttr("cubic_coeff_a", -0.75f), ctx.IntAttr("exclude_outside", 0),
+                  ctx.FloatAttr("extrapolation_value", 0.0f)));
+}
+
+absl::Status ConvertDepthToSpace(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  return ctx.EmitOutput(
+      "depth_to_space", {x},
+      {{"blocksize", ctx.IntAttr("blocksize", 0)}, {"mode", ctx.StringAttr("mode", "DCR")}});
+}
+
+absl::Status ConvertSpaceToDepth(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  return ctx.EmitOutput("space_to_depth", {x}, {{"blocksize", ctx.IntAttr("blocksize", 0)}});
+}
+
+// Opset 20 renamed the modes (linear, cubic); Kiln keeps opset 16's names.
+absl::Status ConvertGridSample(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr grid, ctx.Input(1));
+  std::string mode = ctx.StringAttr("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
+  if (mode == "linear") mode = "bilinear";
+  if (mode == "cubic") mode = "bicubic";
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") {
+    return Unsupported(ctx, "mode " + mode);
+  }
+  std::string padding = ctx.StringAttr("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection") {
+    return Unsupported(ctx, "padding_mode " + padding);
+  }
+  return ctx.EmitOutput("grid_sample", {x, grid},
+                        {{"mode", mode},
+                         {"padding_mode", padding},
+                         {"align_corners", ctx.IntAttr("align_corners", 0)}});
+}
+
+// Opset 16 added coordinate_transformation_mode; before, boxes were not shifted by half a
+// pixel (output_half_pixel).
+absl::Status ConvertRoiAlign(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr rois, ctx.Input(1));
+  KILN_ASSIGN_OR_RETURN(ir::Expr batch_indices, ctx.Input(2));
+  std::string transform = ctx.StringAttr("coordinate_transformation_mode",
+                                         ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel");
+  std::string mode = ctx.StringAttr("mode", "avg");
+  if (mode != "avg" && mode != "max") return Unsupported(ctx, "mode " + mode);
+  return ctx.EmitOutput("roi_align", {x, rois, batch_indices},
+                        {{"mode", mode},
+                         {"output_height", ctx.IntAttr("output_height", 1)},
+                         {"output_width", ctx.IntAttr("output_width", 1)},
+                         {"sampling_ratio", ctx.IntAttr("sampling_ratio", 0)},
+                         {"spatial_scale", double{ctx.FloatAttr("spatial_scale", 1.0f)}},
+                         {"coordinate_transformation_mode", transform}});
+}
+
+absl::Status ConvertNonMaxSuppression(ImportContext& ctx) {
+  std::vector<ir::Expr> args;
+  for (int i = 0; i < 5; ++i) {
+    KILN_ASSIGN_OR_RETURN(ir::Expr v, i < 2 ? ctx.Input(i) : ctx.OptionalInput(i));
+    args.push_back(v);
+  }
+  return ctx.EmitOutput("non_max_suppression", std::move(args),
+                        {{"center_point_box", ctx.IntAttr("center_point_box", 0)}});
+}
+
+// Before opset 10, k was an attribute.
+absl::Status ConvertTopK(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  ir::Expr k;
+  if (ctx.opset() < 10) {
+    ir::NDArray value = ir::NDArray::Zeros(arith::DataType::Int(64), {1});
+    value.data<int64_t>()[0] = ctx.IntAttr("k", 0);
+    k = Constant(std::move(value));
+  } else {
+    KILN_ASSIGN_OR_RETURN(k, ctx.Input(1));
+    k = ShapeOperand(ctx, k);
+  }
+  return ctx.EmitTupleOutputs("top_k", {x, k},
+                              {{"axis", ctx.IntAttr("axis", -1)},
+                               {"largest", ctx.IntAttr("largest", 1)},
+                               {"sorted", ctx.IntAttr("sorted", 1)}});
+}
+
+Converter ArgReduce(const std::string& op) {
+  return [op](ImportContext& ctx) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+    return ctx.EmitOutput(op, {x},
+                          {{"axis", ctx.IntAttr("axis", 0)},
+                           {"keepdims", ctx.IntAttr("keepdims", 1)},
+                           {"select_last_index", ctx.IntAttr("select_last_index", 0)}});
+  };
+}
+
+absl::Status ConvertCumSum(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr axis, ctx.Input(1));
+  return ctx.EmitOutput(
+      "cum_sum", {x, axis},
+      {{"exclusive", ctx.IntAttr("exclusive", 0)}, {"reverse", ctx.IntAttr("reverse", 0)}});
+}
+
+absl::Status ConvertReverseSequence(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr lens, ctx.Input(1));
+  return ctx.EmitOutput(
+      "reverse_sequence", {x, lens},
+      {{"batch_axis", ctx.IntAttr("batch_axis", 1)}, {"time_axis", ctx.IntAttr("time_axis", 0)}});
+}
+
+// Without an axis Unique works on the flattened input: Kiln flattens first, so the op
+// always has an axis.
+absl::Status ConvertUnique(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  int64_t axis = ctx.IntAttr("axis", 0);
+  if (!ctx.Attr("axis")) {
+    const auto& shape = x->struct_info.shape;
+    if (!shape) return absl::InvalidArgumentError("Unique without axis needs a known input shape");
+    PrimExpr size = arith::IntImm(1);
+    for (const PrimExpr& d : *shape) size = size * d;
+    KILN_ASSIGN_OR_RETURN(
+        x, ctx.Emit("reshape", {x, ir::MakeShapeExpr({ctx.analyzer().Simplify(size)})}, {},
+                    ctx.node().output(0) + "_flat"));
+  }
+  return ctx.EmitTupleOutputs("unique", {x},
+                              {{"axis", axis}, {"sorted", ctx.IntAttr("sorted", 1)}});
+}
+
+absl::Status ConvertTfIdfVectorizer(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  if (!ctx.StringsAttr("pool_strings").empty()) return Unsupported(ctx, "pool_strings");
+  std::vector<float> weights = ctx.FloatsAttr("weights");
+  return ctx.EmitOutput("tf_idf_vectorizer", {x},
+                        {{"max_gram_length", ctx.IntAttr("max_gram_length", 1)},
+                         {"min_gram_length", ctx.IntAttr("min_gram_length", 1)},
+                         {"max_skip_count", ctx.IntAttr("max_skip_count", 0)},
+                         {"mode", ctx.StringAttr("mode", "TF")},
+                         {"ngram_counts", ctx.IntsAttr("ngram_counts")},
+                         {"ngram_indexes", ctx.IntsAttr("ngram_indexes")},
+                         {"pool_int64s", ctx.IntsAttr("pool_int64s")},
+                         {"weights", std::vector<double>(weights.begin(), weights.end())}});
+}
+
+}  // namespace
+
+void RegisterImageConverters(ConverterTable& table) {
+  table["Resize"] = ConvertResize;
+  table["Upsample"] = ConvertUpsample;
+  table["DepthToSpace"] = ConvertDepthToSpace;
+  table["SpaceToDepth"] = ConvertSpaceToDepth;
+  table["GridSample"] = ConvertGridSample;
+  table["RoiAlign"] = ConvertRoiAlign;
+  table["NonMaxSuppression"] = ConvertNonMaxSuppression;
+  table["TopK"] = ConvertTopK;
+  table["ArgMax"] = ArgReduce("arg_max");
+  table["ArgMin"] = ArgReduce("arg_min");
+  table["CumSum"] = ConvertCumSum;
+  table["ReverseSequence"] = ConvertReverseSequence;
+  table["Unique"] = ConvertUnique;
+  table["TfIdfVectorizer"] = ConvertTfIdfVectorizer;
+}
 
 }  // namespace kiln::frontend

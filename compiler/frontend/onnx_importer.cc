@@ -43,7 +43,8 @@ std::string SanitizeName(const std::string& name) {
 // normalized (struct info inferred) on the spot, and folded when its operands are constants.
 class GraphImporter : public ImportContext {
  public:
-  explicit GraphImporter(int64_t opset) : opset_(opset) {}
+  explicit GraphImporter(int64_t opset, GraphImporter* parent = nullptr)
+      : opset_(opset), parent_(parent) {}
 
   absl::Status ImportInitializers(const onnx::GraphProto& graph);
   absl::Status ImportInputs(const onnx::GraphProto& graph);
@@ -72,6 +73,9 @@ class GraphImporter : public ImportContext {
   const onnx::AttributeProto* Attr(const std::string& name) const override;
   absl::StatusOr<Expr> Emit(const std::string& op, std::vector<Expr> args, ir::Attrs attrs,
                             const std::string& name_hint) override;
+  absl::StatusOr<Expr> EmitCall(Expr call, const std::string& name_hint) override;
+  absl::StatusOr<std::shared_ptr<const ir::Function>> ImportSubgraph(
+      const onnx::GraphProto& graph, const std::vector<StructInfo>& param_infos) override;
   absl::StatusOr<Expr> Bind(Expr value, const std::string& name_hint) override {
     Expr var = ir::MakeVar(FreshName(name_hint), value->struct_info);
     bindings_.push_back({var, value});
@@ -83,9 +87,14 @@ class GraphImporter : public ImportContext {
 
  private:
   std::string FreshName(const std::string& base);
+  // The value an ONNX name refers to here or, for a subgraph, in an enclosing graph.
+  const Expr* Lookup(const std::string& name) const;
+  std::string BindingName(const std::string& name_hint, const std::string& fallback) const;
+  absl::StatusOr<ir::Function> FinishSubgraph(const onnx::GraphProto& graph);
   absl::StatusOr<Expr> Fold(const ir::ExprNode& call);
 
   int64_t opset_;
+  GraphImporter* parent_;  // the enclosing graph's importer, for subgraphs
   const onnx::NodeProto* node_ = nullptr;
   arith::Analyzer analyzer_;
   std::map<std::string, Expr> values_;        // ONNX value name -> IR value
@@ -97,12 +106,21 @@ class GraphImporter : public ImportContext {
   std::vector<ir::Binding> bindings_;
 };
 
+// Names are unique across the whole model, subgraphs included, so that a subgraph's
+// bindings never shadow the variables it uses from enclosing scopes.
 std::string GraphImporter::FreshName(const std::string& base) {
+  if (parent_) return parent_->FreshName(base);
   std::string name = SanitizeName(base);
   std::string candidate = name;
   for (int i = 1; used_names_.count(candidate); ++i) candidate = absl::StrCat(name, "_", i);
   used_names_.insert(candidate);
   return candidate;
+}
+
+const Expr* GraphImporter::Lookup(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it != values_.end()) return &it->second;
+  return parent_ ? parent_->Lookup(name) : nullptr;
 }
 
 absl::Status GraphImporter::ImportInitializers(const onnx::GraphProto& graph) {
@@ -169,12 +187,12 @@ absl::Status GraphImporter::ImportNode(const onnx::NodeProto& node) {
 
 absl::StatusOr<Expr> GraphImporter::Input(int i) {
   if (!HasInput(i)) return absl::InvalidArgumentError(absl::StrCat("missing input ", i));
-  auto it = values_.find(node_->input(i));
-  if (it == values_.end()) {
+  const Expr* value = Lookup(node_->input(i));
+  if (!value) {
     return absl::InvalidArgumentError(
         absl::StrCat("input ", i, " '", node_->input(i), "' is not defined before use"));
   }
-  return it->second;
+  return *value;
 }
 
 absl::StatusOr<const ir::NDArray*> GraphImporter::ConstantInput(int i) {
@@ -188,6 +206,7 @@ absl::StatusOr<const ir::NDArray*> GraphImporter::ConstantInput(int i) {
 std::optional<std::vector<PrimExpr>> GraphImporter::SymbolicValue(const Expr& value) const {
   auto it = symbolic_values_.find(value.get());
   if (it != symbolic_values_.end()) return it->second;
+  if (parent_) return parent_->SymbolicValue(value);
   const ir::NDArray* data = ConstantValue(value);
   if (!data || !data->dtype.is_int() || data->shape.size() > 1) return std::nullopt;
   std::vector<PrimExpr> out;
@@ -227,20 +246,80 @@ absl::StatusOr<Expr> GraphImporter::Fold(const ir::ExprNode& call) {
 
 absl::StatusOr<Expr> GraphImporter::Emit(const std::string& op, std::vector<Expr> args,
                                          ir::Attrs attrs, const std::string& name_hint) {
-  Expr call = ir::MakeCall(op, std::move(args), std::move(attrs));
-  KILN_CHECK(op::IsRegistered(op)) << "converter emits unregistered op " << op;
+  return EmitCall(ir::MakeCall(op, std::move(args), std::move(attrs)), name_hint);
+}
+
+std::string GraphImporter::BindingName(const std::string& name_hint,
+                                       const std::string& fallback) const {
+  if (!name_hint.empty()) return name_hint;
+  if (node_ && node_->output_size() > 0 && !node_->output(0).empty()) return node_->output(0);
+  return fallback;
+}
+
+absl::StatusOr<Expr> GraphImporter::EmitCall(Expr call, const std::string& name_hint) {
+  KILN_CHECK(op::IsRegistered(call->name)) << "converter emits unregistered op " << call->name;
   KILN_ASSIGN_OR_RETURN(StructInfo info, op::InferStructInfo(*call, analyzer_));
   ir::ExprNode normalized = *call;
   normalized.struct_info = info;
-  KILN_ASSIGN_OR_RETURN(Expr folded, Fold(normalized));
-  if (folded) return folded;
+  if (normalized.subgraphs.empty()) {
+    KILN_ASSIGN_OR_RETURN(Expr folded, Fold(normalized));
+    if (folded) return folded;
+  }
   Expr value = std::make_shared<const ir::ExprNode>(std::move(normalized));
-  std::string name = name_hint.empty() && node_ && node_->output_size() > 0
-                         ? node_->output(0)
-                         : (name_hint.empty() ? op : name_hint);
-  Expr var = ir::MakeVar(FreshName(name), info);
+  Expr var = ir::MakeVar(FreshName(BindingName(name_hint, call->name)), info);
   bindings_.push_back({var, value});
   return var;
+}
+
+// A subgraph becomes a Function whose params are the graph's inputs (struct info given by
+// the converter, which knows what the op passes in) and whose result is the tuple of its
+// outputs. It may use enclosing values directly.
+absl::StatusOr<std::shared_ptr<const ir::Function>> GraphImporter::ImportSubgraph(
+    const onnx::GraphProto& graph, const std::vector<StructInfo>& param_infos) {
+  if (graph.input_size() != static_cast<int>(param_infos.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("subgraph '", graph.name(), "' has ",
+                                                   graph.input_size(), " inputs, expected ",
+                                                   param_infos.size()));
+  }
+  GraphImporter sub(opset_, this);
+  KILN_RETURN_IF_ERROR(sub.ImportInitializers(graph));
+  for (int i = 0; i < graph.input_size(); ++i) {
+    Expr param = ir::MakeVar(FreshName(graph.input(i).name()), param_infos[i]);
+    sub.params_.push_back(param);
+    sub.values_[graph.input(i).name()] = param;
+    sub.input_names_.push_back(graph.input(i).name());
+  }
+  for (int i = 0; i < graph.node_size(); ++i) {
+    absl::Status status = sub.ImportNode(graph.node(i));
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("subgraph '", graph.name(), "' node ", i, " '",
+                                       graph.node(i).name(), "' (op ", graph.node(i).op_type(),
+                                       "): ", std::string(status.message())));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Function func, sub.FinishSubgraph(graph));
+  return std::make_shared<const ir::Function>(std::move(func));
+}
+
+absl::StatusOr<ir::Function> GraphImporter::FinishSubgraph(const onnx::GraphProto& graph) {
+  std::vector<Expr> results;
+  for (const auto& output : graph.output()) {
+    const Expr* value = Lookup(output.name());
+    if (!value) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("subgraph output '", output.name(), "' is never computed"));
+    }
+    results.push_back(*value);
+  }
+  ir::Function func;
+  func.name = graph.name().empty() ? "subgraph" : SanitizeName(graph.name());
+  func.params = params_;
+  func.input_names = input_names_;
+  for (const auto& output : graph.output()) func.output_names.push_back(output.name());
+  func.blocks.push_back({.dataflow = true, .bindings = std::move(bindings_)});
+  func.result = ir::MakeTuple(results);
+  return func;
 }
 
 absl::StatusOr<ir::Function> GraphImporter::Finish(const onnx::GraphProto& graph) {

@@ -1,37 +1,71 @@
-// ONNX shape and data-movement operators.
+// ONNX shape and data-movement operators: Reshape, Flatten, Transpose, Identity, Constant,
+// Squeeze, Unsqueeze, Expand, Tile, Shape, Size, Concat, Split, Slice, Pad. Indexing ops are
+// in onnx_tensor_ops_index.cc, ops that make tensors in onnx_tensor_ops_create.cc.
+//
+// Shape arithmetic that models compute at run time (Shape -> Gather -> Concat -> Reshape)
+// is followed symbolically: the converters of ops that move integer vectors record the
+// SymbolicValue of their result, and the ops that consume shapes read it back, so a
+// reshape to [batch, seq, 4, 16] keeps those dims instead of only a rank.
+#include "compiler/frontend/onnx_tensor_ops.h"
+
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
-#include "compiler/frontend/import_context.h"
 #include "compiler/frontend/onnx_tensor.h"
 
 namespace kiln::frontend {
-namespace {
 
 using arith::PrimExpr;
 
-PrimExpr Product(const std::vector<PrimExpr>& dims, size_t begin, size_t end) {
-  PrimExpr p = arith::IntImm(1);
-  for (size_t i = begin; i < end; ++i) p = p * dims[i];
-  return p;
+ir::Expr IntsConstant(const std::vector<int64_t>& values) {
+  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Int(64), {int64_t(values.size())});
+  std::copy(values.begin(), values.end(), a.data<int64_t>());
+  return Constant(std::move(a));
+}
+
+std::optional<std::vector<int64_t>> ConstantInts(const ImportContext& ctx, const ir::Expr& value) {
+  const ir::NDArray* data = ctx.ConstantValue(value);
+  if (!data || !data->dtype.is_int()) return std::nullopt;
+  std::vector<int64_t> out(data->num_elements());
+  for (int64_t i = 0; i < data->num_elements(); ++i) out[i] = data->GetInt(i);
+  return out;
+}
+
+ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value) {
+  auto known = ctx.SymbolicValue(value);
+  if (!known) return value;
+  std::vector<int64_t> ints;
+  for (const PrimExpr& v : *known) {
+    if (v->kind != arith::ExprKind::kIntImm) return ir::MakeShapeExpr(*known);
+    ints.push_back(v->int_value);
+  }
+  return IntsConstant(ints);
+}
+
+namespace {
+
+absl::StatusOr<int64_t> Axis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " out of range for rank ", rank));
+  }
+  return axis < 0 ? axis + rank : axis;
 }
 
 // Resolves Reshape's target: 0 copies the input dim (unless allowzero), -1 is inferred.
 absl::StatusOr<std::vector<PrimExpr>> ResolveReshape(const ImportContext& ctx,
-                                                      const std::vector<PrimExpr>& in,
-                                                      const std::vector<PrimExpr>& target) {
+                                                     const std::vector<PrimExpr>& in,
+                                                     const std::vector<PrimExpr>& target) {
   bool allow_zero = ctx.IntAttr("allowzero", 0) != 0;
   std::vector<PrimExpr> out;
   int infer_at = -1;
-  PrimExpr known = arith::IntImm(1);
   for (size_t i = 0; i < target.size(); ++i) {
     const PrimExpr& v = target[i];
     if (v->is_const_int(-1)) {
       if (infer_at >= 0) return absl::InvalidArgumentError("shape has more than one -1");
       infer_at = static_cast<int>(i);
-      out.push_back(nullptr);
-      continue;
-    }
-    if (v->is_const_int(0) && !allow_zero) {
+      out.push_back(arith::IntImm(1));
+    } else if (v->is_const_int(0) && !allow_zero) {
       if (i >= in.size()) {
         return absl::InvalidArgumentError(
             absl::StrCat("shape entry ", i, " is 0 but the input has rank ", in.size()));
@@ -42,26 +76,51 @@ absl::StatusOr<std::vector<PrimExpr>> ResolveReshape(const ImportContext& ctx,
     } else {
       out.push_back(v);
     }
-    known = known * out.back();
   }
   if (infer_at >= 0) {
     const arith::Analyzer& a = ctx.analyzer();
-    out[infer_at] = a.Simplify(arith::FloorDiv(Product(in, 0, in.size()), a.Simplify(known)));
+    PrimExpr known = arith::IntImm(1), total = arith::IntImm(1);
+    for (const PrimExpr& d : out) known = known * d;
+    for (const PrimExpr& d : in) total = total * d;
+    out[infer_at] = a.Simplify(arith::FloorDiv(a.Simplify(total), a.Simplify(known)));
   }
   return out;
 }
 
+bool HasZeroOrMinusOne(const std::vector<PrimExpr>& values) {
+  return std::any_of(values.begin(), values.end(),
+                     [](const PrimExpr& v) { return v->is_const_int(0) || v->is_const_int(-1); });
+}
+
+// A known target becomes a ShapeExpr (what legalize understands); a constant input folds
+// through a constant target; otherwise the kernel resolves the target at run time.
 absl::Status ConvertReshape(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(ir::Expr shape, ctx.Input(1));
+  int64_t allow_zero = ctx.IntAttr("allowzero", 0);
   auto target = ctx.SymbolicValue(shape);
   const ir::StructInfo& info = x->struct_info;
-  if (!target || !info.shape) {
-    // Known only at run time: the result keeps its rank and the kernel checks the size.
-    return ctx.EmitOutput("reshape", {x, shape});
+  auto x_values = ctx.SymbolicValue(x);
+  if (!target || (!info.shape && HasZeroOrMinusOne(*target))) {
+    return ctx.EmitOutput("reshape", {x, shape}, {{"allowzero", allow_zero}});
   }
-  KILN_ASSIGN_OR_RETURN(auto dims, ResolveReshape(ctx, *info.shape, *target));
-  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(dims)});
+  std::vector<PrimExpr> dims = *target;
+  if (info.shape) {
+    KILN_ASSIGN_OR_RETURN(dims, ResolveReshape(ctx, *info.shape, *target));
+  }
+  ir::Expr out;
+  if (ctx.ConstantValue(x)) {
+    ir::Expr resolved = ShapeLikeArg(ctx, ir::MakeShapeExpr(dims));
+    if (resolved->kind == ir::ExprKind::kConstant) {
+      KILN_ASSIGN_OR_RETURN(out, ctx.Emit("reshape", {x, resolved}, {{"allowzero", int64_t{1}}}));
+    }
+  }
+  if (!out) {
+    KILN_ASSIGN_OR_RETURN(out, ctx.Emit("reshape", {x, ir::MakeShapeExpr(dims)}));
+  }
+  if (x_values) ctx.SetSymbolicValue(out, *x_values);
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
 }
 
 absl::Status ConvertFlatten(ImportContext& ctx) {
@@ -75,15 +134,17 @@ absl::Status ConvertFlatten(ImportContext& ctx) {
   }
   if (axis < 0) axis += rank;
   const arith::Analyzer& a = ctx.analyzer();
-  std::vector<PrimExpr> shape = {a.Simplify(Product(dims, 0, axis)),
-                                 a.Simplify(Product(dims, axis, rank))};
-  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(shape)});
+  PrimExpr outer = arith::IntImm(1), inner = arith::IntImm(1);
+  for (int64_t i = 0; i < axis; ++i) outer = outer * dims[i];
+  for (int64_t i = axis; i < rank; ++i) inner = inner * dims[i];
+  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr({a.Simplify(outer), a.Simplify(inner)})});
 }
 
 absl::Status ConvertTranspose(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   std::vector<int64_t> perm = ctx.IntsAttr("perm");
   if (!ctx.Attr("perm")) {
+    if (x->struct_info.ndim < 0) return absl::InvalidArgumentError("input rank must be known");
     for (int64_t i = x->struct_info.ndim - 1; i >= 0; --i) perm.push_back(i);
   }
   return ctx.EmitOutput("transpose", {x}, {{"perm", perm}});
@@ -104,6 +165,122 @@ absl::Status ConvertIdentity(ImportContext& ctx) {
   return absl::OkStatus();
 }
 
+// The axes of Squeeze / Unsqueeze: an attribute before opset 13, an input from 13 on.
+// nullptr when absent.
+absl::StatusOr<ir::Expr> AxesOperand(ImportContext& ctx) {
+  if (ctx.opset() < 13) {
+    return ctx.Attr("axes") ? IntsConstant(ctx.IntsAttr("axes")) : ir::Expr();
+  }
+  if (!ctx.HasInput(1)) return ir::Expr();
+  KILN_ASSIGN_OR_RETURN(ir::Expr axes, ctx.Input(1));
+  return ShapeLikeArg(ctx, axes);
+}
+
+// Emits op(x, axes); a vector whose elements are known keeps them (only its rank changes).
+absl::Status EmitAxesOp(ImportContext& ctx, const std::string& op, const ir::Expr& x,
+                        const ir::Expr& axes) {
+  auto values = ctx.SymbolicValue(x);
+  KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit(op, {x, axes}));
+  if (values) ctx.SetSymbolicValue(out, *values);
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
+}
+
+// Without axes, Squeeze drops every dim of size 1 (a symbolic dim is taken not to be 1).
+absl::Status ConvertSqueeze(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr axes, AxesOperand(ctx));
+  if (!axes) {
+    if (!x->struct_info.shape) return absl::InvalidArgumentError("input shape must be known");
+    std::vector<int64_t> ones;
+    const auto& dims = *x->struct_info.shape;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d]->is_const_int(1)) ones.push_back(d);
+    }
+    axes = IntsConstant(ones);
+  }
+  return EmitAxesOp(ctx, "squeeze", x, axes);
+}
+
+absl::Status ConvertUnsqueeze(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr axes, AxesOperand(ctx));
+  if (!axes) return absl::InvalidArgumentError("axes are required");
+  return EmitAxesOp(ctx, "unsqueeze", x, axes);
+}
+
+// op(x, shape-like input 1): Expand and Tile.
+Converter ShapeOperandOp(std::string op) {
+  return [op](ImportContext& ctx) -> absl::Status {
+    KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+    KILN_ASSIGN_OR_RETURN(ir::Expr operand, ctx.Input(1));
+    return ctx.EmitOutput(op, {x, ShapeLikeArg(ctx, operand)});
+  };
+}
+
+// Shape (start/end from opset 15): a constant when the dims are, else computed at run time
+// with its symbolic value recorded.
+absl::Status ConvertShape(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  int64_t rank = x->struct_info.ndim;
+  if (rank < 0) return ctx.EmitOutput("shape", {x}, {{"start", ctx.IntAttr("start", 0)}});
+  auto clamp = [rank](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  int64_t start = clamp(ctx.IntAttr("start", 0));
+  int64_t end = std::max(start, clamp(ctx.IntAttr("end", rank)));
+  if (!x->struct_info.shape) {
+    return ctx.EmitOutput("shape", {x}, {{"start", start}, {"end", end}});
+  }
+  std::vector<PrimExpr> dims(x->struct_info.shape->begin() + start,
+                             x->struct_info.shape->begin() + end);
+  ir::Expr known = ShapeLikeArg(ctx, ir::MakeShapeExpr(dims));
+  if (known->kind == ir::ExprKind::kConstant) {
+    ctx.SetOutput(0, known);
+    return absl::OkStatus();
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit("shape", {x}, {{"start", start}, {"end", end}}));
+  ctx.SetSymbolicValue(out, dims);
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
+}
+
+absl::Status ConvertSize(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  if (!x->struct_info.shape) return ctx.EmitOutput("size", {x});
+  PrimExpr n = arith::IntImm(1);
+  for (const PrimExpr& d : *x->struct_info.shape) n = n * d;
+  n = ctx.analyzer().Simplify(n);
+  if (n->kind == arith::ExprKind::kIntImm) {
+    ctx.SetOutput(0, ScalarConstant(static_cast<double>(n->int_value), arith::DataType::Int(64)));
+    return absl::OkStatus();
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit("size", {x}));
+  ctx.SetSymbolicValue(out, {n});
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
+}
+
+absl::Status ConvertConcat(ImportContext& ctx) {
+  std::vector<ir::Expr> inputs;
+  std::optional<std::vector<PrimExpr>> values = std::vector<PrimExpr>{};
+  for (int i = 0; i < ctx.node().input_size(); ++i) {
+    if (!ctx.HasInput(i)) continue;
+    KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(i));
+    auto v = ctx.SymbolicValue(x);
+    if (v && values) {
+      values->insert(values->end(), v->begin(), v->end());
+    } else {
+      values.reset();
+    }
+    inputs.push_back(x);
+  }
+  if (!ctx.Attr("axis")) return absl::InvalidArgumentError("attribute axis is required");
+  KILN_ASSIGN_OR_RETURN(ir::Expr out,
+                        ctx.Emit("concat", inputs, {{"axis", ctx.IntAttr("axis", 0)}}));
+  if (values && out->struct_info.ndim == 1) ctx.SetSymbolicValue(out, *values);
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterTensorConverters(ConverterTable& table) {
@@ -112,6 +289,16 @@ void RegisterTensorConverters(ConverterTable& table) {
   table["Transpose"] = ConvertTranspose;
   table["Constant"] = ConvertConstant;
   table["Identity"] = ConvertIdentity;
+  table["Squeeze"] = ConvertSqueeze;
+  table["Unsqueeze"] = ConvertUnsqueeze;
+  table["Expand"] = ShapeOperandOp("expand");
+  table["Tile"] = ShapeOperandOp("tile");
+  table["Shape"] = ConvertShape;
+  table["Size"] = ConvertSize;
+  table["Concat"] = ConvertConcat;
+  RegisterTensorSliceConverters(table);
+  RegisterTensorIndexConverters(table);
+  RegisterTensorCreateConverters(table);
 }
 
 }  // namespace kiln::frontend

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/arith/check.h"
+#include "compiler/interp/control.h"
 #include "compiler/interp/kernels.h"
 
 namespace kiln::interp {
@@ -26,6 +27,8 @@ class Interpreter {
                                                      func.params.size(), " inputs, got ",
                                                      args.size()));
     }
+    // A function's symbolic vars are its own: a loop body binds them anew on every call.
+    for (const ir::Expr& param : func.params) ForgetSymbols(param->struct_info);
     for (size_t i = 0; i < args.size(); ++i) {
       std::string what = absl::StrCat(
           "input '", i < func.input_names.size() ? func.input_names[i] : func.params[i]->name,
@@ -74,19 +77,41 @@ class Interpreter {
         return t.fields()[e->index];
       }
       case ir::ExprKind::kShapeExpr: return EvalShape(e->values);
+      case ir::ExprKind::kIf: {
+        KILN_ASSIGN_OR_RETURN(Value cond, Eval(e->args[0]));
+        if (!cond.is_tensor() || cond.tensor().num_elements() != 1) {
+          return absl::InvalidArgumentError("if: the condition must be a single boolean");
+        }
+        // Branches see the enclosing scope's variables: they run in this interpreter.
+        return Call(*e->subgraphs[cond.tensor().GetInt(0) ? 0 : 1], {});
+      }
       case ir::ExprKind::kCall: return EvalCall(*e);
     }
     return absl::InternalError("unknown expression kind");
   }
 
  private:
+  void ForgetSymbols(const ir::StructInfo& info) {
+    for (const ir::StructInfo& f : info.fields) ForgetSymbols(f);
+    if (!info.shape) return;
+    for (const PrimExpr& d : *info.shape) {
+      for (const PrimExpr& v : arith::FreeVars(d)) symbols_.erase(v.get());
+    }
+  }
+
   absl::StatusOr<Value> EvalCall(const ir::ExprNode& call) {
     std::vector<Value> args;
     for (const ir::Expr& arg : call.args) {
       KILN_ASSIGN_OR_RETURN(Value v, Eval(arg));
       args.push_back(std::move(v));
     }
-    return EvaluateCall(call, args);
+    if (call.subgraphs.empty()) return EvaluateCall(call, args);
+    FunctionRunner run = [this](const ir::Function& f, const std::vector<Value>& in) {
+      return Call(f, in);
+    };
+    if (call.name == "loop") return RunLoop(call, args, run);
+    if (call.name == "scan") return RunScan(call, args, run);
+    return absl::UnimplementedError("op " + call.name + " with subgraphs");
   }
 
   absl::StatusOr<int64_t> EvalDim(const PrimExpr& dim) {

@@ -49,9 +49,11 @@ enum class ExprKind : uint8_t {
   kTupleGetItem,  // args[0], index
   kCall,          // op: an operator name ("matmul"), "call_tir" or "call_extern"; args; attrs
   kShapeExpr,     // values
+  kIf,            // args[0]: a bool scalar condition; subgraphs: then, else
 };
 
 struct ExprNode;
+struct Function;
 using Expr = std::shared_ptr<const ExprNode>;
 
 struct ExprNode {
@@ -64,6 +66,9 @@ struct ExprNode {
   int index = 0;                        // kTupleGetItem
   std::shared_ptr<const NDArray> data;  // kConstant
   std::vector<PrimExpr> values;         // kShapeExpr
+  // kIf: the two branches; kCall of "loop"/"scan": the body. A subgraph may use the
+  // variables of the scopes around it directly (lexical scope, as ONNX subgraphs do).
+  std::vector<std::shared_ptr<const Function>> subgraphs;
 };
 
 Expr MakeVar(std::string name, StructInfo info);
@@ -75,6 +80,10 @@ Expr MakeCall(std::string op, std::vector<Expr> args, Attrs attrs = {});
 // call_tir(kernel, args) producing a value of struct info `out`.
 Expr MakeCallTIR(std::string kernel, std::vector<Expr> args, StructInfo out);
 Expr MakeShapeExpr(std::vector<PrimExpr> values);
+// if (cond) then_branch else else_branch; both branches take no parameters and return values
+// of struct info `out`.
+Expr MakeIf(Expr cond, std::shared_ptr<const Function> then_branch,
+            std::shared_ptr<const Function> else_branch, StructInfo out);
 // An omitted optional operand (an ONNX input left empty): the empty tuple.
 Expr MakeNone();
 bool IsNone(const Expr& expr);

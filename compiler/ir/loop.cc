@@ -1,8 +1,5 @@
 #include "compiler/ir/loop.h"
 
-#include <sstream>
-
-#include "absl/strings/str_join.h"
 #include "compiler/arith/check.h"
 
 namespace kiln::ir {
@@ -64,79 +61,6 @@ Stmt Seq(std::vector<Stmt> stmts) {
 
 Stmt Assert(PrimExpr condition, PrimExpr on_fail) {
   return Make({.kind = StmtKind::kAssert, .condition = condition, .on_fail = on_fail});
-}
-
-static std::string Join(const std::vector<PrimExpr>& exprs) {
-  return absl::StrJoin(
-      exprs, ", ", [](std::string* out, const PrimExpr& e) { out->append(arith::ToString(e)); });
-}
-
-static void Print(std::ostream& os, const Stmt& s, int indent) {
-  std::string pad(indent, ' ');
-  switch (s->kind) {
-    case StmtKind::kFor:
-      os << pad << "for " << s->var << " in range(" << s->min << ", " << s->extent << ") "
-         << ForKindName(s->for_kind) << " {\n";
-      Print(os, s->body, indent + 2);
-      os << pad << "}\n";
-      break;
-    case StmtKind::kStore:
-      os << pad << s->buffer->name << "[" << Join(s->indices) << "] = " << s->value << "\n";
-      break;
-    case StmtKind::kLet:
-      os << pad << "let " << s->var << ": " << s->var->dtype.ToString() << " = " << s->value
-         << "\n";
-      Print(os, s->body, indent);
-      break;
-    case StmtKind::kIfThenElse:
-      os << pad << "if " << s->condition << " {\n";
-      Print(os, s->then_case, indent + 2);
-      if (s->else_case) {
-        os << pad << "} else {\n";
-        Print(os, s->else_case, indent + 2);
-      }
-      os << pad << "}\n";
-      break;
-    case StmtKind::kAllocate:
-      os << pad << "alloc " << s->buffer->name << ": " << s->buffer->dtype.ToString() << "["
-         << Join(s->buffer->shape) << "]\n";
-      Print(os, s->body, indent);
-      break;
-    case StmtKind::kEvaluate:
-      os << pad << s->value << "\n";
-      break;
-    case StmtKind::kSeq:
-      for (const Stmt& item : s->seq) Print(os, item, indent);
-      break;
-    case StmtKind::kAssert:
-      os << pad << "assert " << s->condition << " else " << s->on_fail << "\n";
-      break;
-  }
-}
-
-std::string ToString(const Stmt& stmt, int indent) {
-  std::ostringstream os;
-  Print(os, stmt, indent);
-  return os.str();
-}
-
-std::string ToString(const PrimFunc& func) {
-  std::ostringstream os;
-  os << (func.is_host ? "host_func @" : "prim_func @") << func.name << "(";
-  bool first = true;
-  for (const Buffer& b : func.buffers) {
-    os << (first ? "" : ", ") << b->name << ": " << b->dtype.ToString() << "[" << Join(b->shape)
-       << "]";
-    first = false;
-  }
-  for (const PrimExpr& v : func.scalars) {
-    os << (first ? "" : ", ") << v << ": " << v->dtype.ToString();
-    first = false;
-  }
-  os << ") {\n";
-  Print(os, func.body, 2);
-  os << "}\n";
-  return os.str();
 }
 
 }  // namespace kiln::ir

@@ -1,7 +1,8 @@
-// Neural-network operators: matmul, convolution, pooling, normalization, softmax.
+// Neural-network operators: matmul and the softmax family here; convolution, pooling,
+// normalization, quantization and einsum in the nn_*.cc files.
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
-#include "compiler/op/op_def.h"
+#include "compiler/op/nn_ops.h"
 
 namespace kiln::op {
 namespace {
@@ -9,17 +10,34 @@ namespace {
 using arith::PrimExpr;
 using ir::StructInfo;
 
-// numpy matmul for ranks >= 2: batch dims broadcast, inner dims must agree.
 absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call,
                                        const arith::Analyzer& analyzer) {
   KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 2));
-  const auto& a = *args[0]->shape;
-  const auto& b = *args[1]->shape;
+  if (args[0]->dtype != args[1]->dtype) return OpError(call, "operand dtypes differ");
+  KILN_ASSIGN_OR_RETURN(auto out, MatmulShape(call, *args[0]->shape, *args[1]->shape, analyzer));
+  return StructInfo::Tensor(std::move(out), args[0]->dtype);
+}
+
+// softmax, log_softmax, hardmax: along one axis, shape and dtype unchanged.
+absl::StatusOr<StructInfo> InferSoftmax(const ir::ExprNode& call, const arith::Analyzer&) {
+  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
+  if (x->ndim >= 0) {
+    KILN_RETURN_IF_ERROR(NormalizeAxis(call, GetIntAttr(call.attrs, "axis", -1), x->ndim).status());
+  }
+  return *x;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PrimExpr>> MatmulShape(const ir::ExprNode& call,
+                                                  const std::vector<PrimExpr>& a,
+                                                  const std::vector<PrimExpr>& b,
+                                                  const arith::Analyzer& analyzer) {
   if (a.size() < 2 || b.size() < 2) {
     return OpError(call, absl::StrCat("operands must have rank >= 2, got ", a.size(), " and ",
                                       b.size()));
   }
-  if (args[0]->dtype != args[1]->dtype) return OpError(call, "operand dtypes differ");
   const PrimExpr& k_a = a[a.size() - 1];
   const PrimExpr& k_b = b[b.size() - 2];
   if (!analyzer.ProveEqual(k_a, k_b)) {
@@ -32,25 +50,20 @@ absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call,
   std::vector<PrimExpr> out = *std::move(batch);
   out.push_back(a[a.size() - 2]);
   out.push_back(b[b.size() - 1]);
-  return StructInfo::Tensor(std::move(out), args[0]->dtype);
+  return out;
 }
-
-absl::StatusOr<StructInfo> InferSoftmax(const ir::ExprNode& call, const arith::Analyzer&) {
-  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
-  KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
-  if (x->ndim >= 0) {
-    KILN_RETURN_IF_ERROR(NormalizeAxis(call, GetIntAttr(call.attrs, "axis", -1), x->ndim).status());
-  }
-  return *x;
-}
-
-}  // namespace
 
 std::vector<OpDef> NNOps() {
-  return {
+  std::vector<OpDef> ops = {
       {"matmul", InferMatmul},
       {"softmax", InferSoftmax},
+      {"log_softmax", InferSoftmax},
+      {"hardmax", InferSoftmax},
   };
+  for (auto group : {NNConvOps, NNNormOps, NNQuantOps, NNEinsumOps}) {
+    for (OpDef& def : group()) ops.push_back(std::move(def));
+  }
+  return ops;
 }
 
 }  // namespace kiln::op

@@ -83,6 +83,22 @@ std::vector<std::string> GetStringsAttr(const ir::Attrs& attrs, const std::strin
 
 bool HasAttr(const ir::Attrs& attrs, const std::string& name) { return attrs.count(name) > 0; }
 
+ir::StructInfo JoinStructInfo(const ir::StructInfo& a, const ir::StructInfo& b) {
+  if (ir::StructuralEqual(a, b)) return a;
+  if (a.is_tensor() && b.is_tensor() && a.dtype == b.dtype) {
+    return ir::StructInfo::TensorRank(a.ndim == b.ndim ? a.ndim : -1, a.dtype);
+  }
+  if (a.kind == ir::StructInfo::Kind::kTuple && b.kind == a.kind &&
+      a.fields.size() == b.fields.size()) {
+    std::vector<ir::StructInfo> fields;
+    for (size_t i = 0; i < a.fields.size(); ++i) {
+      fields.push_back(JoinStructInfo(a.fields[i], b.fields[i]));
+    }
+    return ir::StructInfo::Tuple(std::move(fields));
+  }
+  return ir::StructInfo{};  // Object: nothing known
+}
+
 absl::StatusOr<std::vector<PrimExpr>> BroadcastShapes(const std::vector<PrimExpr>& a,
                                                       const std::vector<PrimExpr>& b,
                                                       const arith::Analyzer& analyzer) {

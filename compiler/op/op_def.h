@@ -48,6 +48,10 @@ std::vector<double> GetFloatsAttr(const ir::Attrs& attrs, const std::string& nam
 std::vector<std::string> GetStringsAttr(const ir::Attrs& attrs, const std::string& name);
 bool HasAttr(const ir::Attrs& attrs, const std::string& name);
 
+// What is known of a value that is either `a` or `b` (the two branches of an If): `a` when
+// they agree, else as much as both share (dtype and rank).
+ir::StructInfo JoinStructInfo(const ir::StructInfo& a, const ir::StructInfo& b);
+
 // Broadcasts two shapes numpy-style: dims aligned from the right, 1 stretches. Symbolic dims
 // must be provably equal (or one of them 1).
 absl::StatusOr<std::vector<arith::PrimExpr>> BroadcastShapes(

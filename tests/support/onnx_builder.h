@@ -77,6 +77,16 @@ class OnnxBuilder {
     for (int64_t x : v) a->add_ints(x);
   }
 
+  static void GraphAttr(onnx::NodeProto& n, const std::string& name,
+                        const onnx::GraphProto& graph) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = graph;
+  }
+  // The graph built so far, to use as a subgraph (If branches, Loop and Scan bodies).
+  const onnx::GraphProto& graph() const { return model_.graph(); }
+
   std::string Serialize() const { return model_.SerializeAsString(); }
   onnx::ModelProto& model() { return model_; }
 

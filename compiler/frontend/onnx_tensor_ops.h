@@ -1,0 +1,24 @@
+// Helpers the tensor family's converters share (onnx_tensor_ops*.cc).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "compiler/frontend/import_context.h"
+
+namespace kiln::frontend {
+
+// A shape-like operand (target shape, slice bounds, pads, repeats) in the form inference
+// reads best: a constant i64 vector when every value is known, a ShapeExpr when some are
+// symbolic, or `value` itself when it is computed at run time.
+ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value);
+// A constant 1-D i64 tensor.
+ir::Expr IntsConstant(const std::vector<int64_t>& values);
+// The i64 values of a constant integer tensor, if `value` is one.
+std::optional<std::vector<int64_t>> ConstantInts(const ImportContext& ctx, const ir::Expr& value);
+
+void RegisterTensorSliceConverters(ConverterTable& table);   // onnx_tensor_ops_slice.cc
+void RegisterTensorIndexConverters(ConverterTable& table);   // onnx_tensor_ops_index.cc
+void RegisterTensorCreateConverters(ConverterTable& table);  // onnx_tensor_ops_create.cc
+
+}  // namespace kiln::frontend

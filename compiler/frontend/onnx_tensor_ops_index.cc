@@ -1,0 +1,105 @@
+// ONNX indexing operators: Gather, GatherElements, GatherND, Scatter, ScatterElements,
+// ScatterND, Compress, NonZero.
+#include "absl/strings/str_cat.h"
+#include "compiler/arith/check.h"
+#include "compiler/frontend/onnx_tensor_ops.h"
+
+namespace kiln::frontend {
+namespace {
+
+using arith::PrimExpr;
+
+// Gathering constant positions of a vector whose elements are known keeps them known
+// (Shape -> Gather(0) gives the batch size).
+void RecordGatheredValues(ImportContext& ctx, const ir::Expr& x, const ir::Expr& indices,
+                          const ir::Expr& out) {
+  auto values = ctx.SymbolicValue(x);
+  auto positions = ConstantInts(ctx, indices);
+  if (!values || !positions || x->struct_info.ndim != 1 || indices->struct_info.ndim > 1) return;
+  std::vector<PrimExpr> picked;
+  int64_t n = values->size();
+  for (int64_t p : *positions) {
+    if (p < -n || p >= n) return;
+    picked.push_back((*values)[p < 0 ? p + n : p]);
+  }
+  ctx.SetSymbolicValue(out, picked);
+}
+
+absl::Status ConvertGather(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr indices, ctx.Input(1));
+  int64_t axis = ctx.IntAttr("axis", 0);
+  KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit("gather", {x, indices}, {{"axis", axis}}));
+  if (axis == 0 || axis == -1) RecordGatheredValues(ctx, x, indices, out);
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
+}
+
+absl::Status ConvertGatherElements(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr indices, ctx.Input(1));
+  return ctx.EmitOutput("gather_elements", {x, indices}, {{"axis", ctx.IntAttr("axis", 0)}});
+}
+
+absl::Status ConvertGatherND(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr indices, ctx.Input(1));
+  return ctx.EmitOutput("gather_nd", {x, indices}, {{"batch_dims", ctx.IntAttr("batch_dims", 0)}});
+}
+
+// Scatter (opset 9-10) is ScatterElements under its old name.
+absl::Status ConvertScatterElements(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr indices, ctx.Input(1));
+  KILN_ASSIGN_OR_RETURN(ir::Expr updates, ctx.Input(2));
+  return ctx.EmitOutput(
+      "scatter_elements", {x, indices, updates},
+      {{"axis", ctx.IntAttr("axis", 0)}, {"reduction", ctx.StringAttr("reduction", "none")}});
+}
+
+absl::Status ConvertScatterND(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr indices, ctx.Input(1));
+  KILN_ASSIGN_OR_RETURN(ir::Expr updates, ctx.Input(2));
+  return ctx.EmitOutput("scatter_nd", {x, indices, updates},
+                        {{"reduction", ctx.StringAttr("reduction", "none")}});
+}
+
+// Without an axis, Compress works on the flattened input.
+absl::Status ConvertCompress(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(ir::Expr condition, ctx.Input(1));
+  int64_t axis = ctx.IntAttr("axis", 0);
+  if (!ctx.Attr("axis")) {
+    const std::string name = ctx.node().output(0) + "_flat";
+    ir::Expr flat_shape = IntsConstant({-1});
+    if (x->struct_info.shape) {
+      PrimExpr n = arith::IntImm(1);
+      for (const PrimExpr& d : *x->struct_info.shape) n = n * d;
+      flat_shape = ir::MakeShapeExpr({ctx.analyzer().Simplify(n)});
+    }
+    KILN_ASSIGN_OR_RETURN(x,
+                          ctx.Emit("reshape", {x, flat_shape}, {{"allowzero", int64_t{0}}}, name));
+  }
+  return ctx.EmitOutput("compress", {x, condition}, {{"axis", axis}});
+}
+
+absl::Status ConvertNonZero(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  return ctx.EmitOutput("non_zero", {x});
+}
+
+}  // namespace
+
+void RegisterTensorIndexConverters(ConverterTable& table) {
+  table["Gather"] = ConvertGather;
+  table["GatherElements"] = ConvertGatherElements;
+  table["GatherND"] = ConvertGatherND;
+  table["Scatter"] = ConvertScatterElements;
+  table["ScatterElements"] = ConvertScatterElements;
+  table["ScatterND"] = ConvertScatterND;
+  table["Compress"] = ConvertCompress;
+  table["NonZero"] = ConvertNonZero;
+}
+
+}  // namespace kiln::frontend

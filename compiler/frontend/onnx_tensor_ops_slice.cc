@@ -1,0 +1,189 @@
+// ONNX slicing operators: Split, Slice, Pad. Their index operands were attributes in old
+// opsets and are inputs now; both become shape-like operands of the Kiln op.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/arith/check.h"
+#include "compiler/frontend/onnx_tensor_ops.h"
+
+namespace kiln::frontend {
+namespace {
+
+using arith::PrimExpr;
+
+absl::StatusOr<int64_t> Axis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " out of range for rank ", rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Equal parts of `dim` for Split without sizes; opset 18's num_outputs allows a smaller
+// last part (ceil-sized chunks).
+absl::StatusOr<ir::Expr> EqualSplit(const ImportContext& ctx, const PrimExpr& dim, int64_t n,
+                                    bool uneven) {
+  if (dim->kind != arith::ExprKind::kIntImm) {
+    PrimExpr part = ctx.analyzer().Simplify(arith::FloorDiv(dim, arith::IntImm(n)));
+    return ir::MakeShapeExpr(std::vector<PrimExpr>(n, part));
+  }
+  int64_t d = dim->int_value;
+  if (!uneven && d % n != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split ", d, " into ", n, " equal parts"));
+  }
+  int64_t chunk = (d + n - 1) / n;
+  std::vector<int64_t> sizes(n, chunk);
+  sizes.back() = d - chunk * (n - 1);
+  if (sizes.back() < 0) return absl::InvalidArgumentError("too many outputs for the split");
+  return IntsConstant(sizes);
+}
+
+absl::Status ConvertSplit(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  int64_t rank = x->struct_info.ndim;
+  if (rank < 0) return absl::InvalidArgumentError("input rank must be known");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(ctx.IntAttr("axis", 0), rank));
+  int64_t n = ctx.Attr("num_outputs") ? ctx.IntAttr("num_outputs", 1) : ctx.num_outputs();
+  ir::Expr sizes;
+  if (ctx.opset() >= 13 && ctx.HasInput(1)) {
+    KILN_ASSIGN_OR_RETURN(ir::Expr split, ctx.Input(1));
+    sizes = ShapeLikeArg(ctx, split);
+  } else if (ctx.opset() < 13 && ctx.Attr("split")) {
+    sizes = IntsConstant(ctx.IntsAttr("split"));
+  } else {
+    if (!x->struct_info.shape) return absl::InvalidArgumentError("input shape must be known");
+    KILN_ASSIGN_OR_RETURN(sizes, EqualSplit(ctx, (*x->struct_info.shape)[axis], n,
+                                            ctx.Attr("num_outputs") != nullptr));
+  }
+  return ctx.EmitTupleOutputs("split", {x, sizes}, {{"axis", axis}, {"num_outputs", n}});
+}
+
+// The element positions a 1-D slice keeps, as the Slice kernel computes them.
+std::vector<int64_t> SlicePositions(int64_t n, int64_t start, int64_t end, int64_t step) {
+  auto resolve = [n](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0) v = v < -n ? -1 : v + n;
+    return std::clamp(v, lo, hi);
+  };
+  std::vector<int64_t> out;
+  if (step > 0) {
+    for (int64_t i = resolve(start, 0, n); i < resolve(end, 0, n); i += step) out.push_back(i);
+  } else if (step < 0) {
+    for (int64_t i = resolve(start, 0, n - 1); i > resolve(end, -1, n - 1); i += step) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// Slicing a vector whose elements are known (part of a shape) keeps them known.
+void RecordSlicedValues(ImportContext& ctx, const ir::Expr& x, const ir::Expr& out,
+                        const std::vector<ir::Expr>& operands) {
+  auto values = ctx.SymbolicValue(x);
+  if (!values || x->struct_info.ndim != 1) return;
+  std::vector<std::vector<int64_t>> ints;
+  for (const ir::Expr& e : operands) {
+    auto v = ConstantInts(ctx, e);
+    if (!v || v->size() != 1) return;
+    ints.push_back(*v);
+  }
+  std::vector<PrimExpr> kept;
+  int64_t n = values->size();
+  for (int64_t i : SlicePositions(n, ints[0][0], ints[1][0], ints[3][0])) {
+    kept.push_back((*values)[i]);
+  }
+  ctx.SetSymbolicValue(out, kept);
+}
+
+// The number of values in a shape-like operand, from its known values or its static shape.
+absl::StatusOr<int64_t> OperandLength(const ImportContext& ctx, const ir::Expr& operand) {
+  if (operand->kind == ir::ExprKind::kShapeExpr) return operand->values.size();
+  if (auto v = ctx.SymbolicValue(operand)) return v->size();
+  const ir::StructInfo& info = operand->struct_info;
+  if (info.ndim == 1 && info.shape && (*info.shape)[0]->kind == arith::ExprKind::kIntImm) {
+    return (*info.shape)[0]->int_value;
+  }
+  return absl::InvalidArgumentError("starts must have a static length");
+}
+
+absl::StatusOr<std::vector<ir::Expr>> SliceOperands(ImportContext& ctx) {
+  if (ctx.opset() < 10) {
+    std::vector<int64_t> starts = ctx.IntsAttr("starts");
+    std::vector<ir::Expr> out = {IntsConstant(starts), IntsConstant(ctx.IntsAttr("ends"))};
+    if (ctx.Attr("axes")) out.push_back(IntsConstant(ctx.IntsAttr("axes")));
+    return out;
+  }
+  std::vector<ir::Expr> out;
+  for (int i = 1; i <= 4 && ctx.HasInput(i); ++i) {
+    KILN_ASSIGN_OR_RETURN(ir::Expr operand, ctx.Input(i));
+    out.push_back(ShapeLikeArg(ctx, operand));
+  }
+  if (out.size() < 2) return absl::InvalidArgumentError("starts and ends are required");
+  return out;
+}
+
+absl::Status ConvertSlice(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> operands, SliceOperands(ctx));
+  KILN_ASSIGN_OR_RETURN(int64_t n, OperandLength(ctx, operands[0]));
+  if (operands.size() < 3) {
+    std::vector<int64_t> axes(n);
+    for (int64_t i = 0; i < n; ++i) axes[i] = i;
+    operands.push_back(IntsConstant(axes));
+  }
+  if (operands.size() < 4) operands.push_back(IntsConstant(std::vector<int64_t>(n, 1)));
+  std::vector<ir::Expr> args = {x};
+  args.insert(args.end(), operands.begin(), operands.end());
+  KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit("slice", args));
+  RecordSlicedValues(ctx, x, out, operands);
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
+}
+
+// Opset 18's axes input names the dims that pads cover; the others get no padding.
+absl::StatusOr<ir::Expr> PadsForAxes(ImportContext& ctx, const ir::Expr& pads, int64_t rank) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr axes_in, ctx.Input(3));
+  auto axes = ConstantInts(ctx, axes_in);
+  auto given = ConstantInts(ctx, pads);
+  if (!axes || !given || given->size() != 2 * axes->size()) {
+    return absl::InvalidArgumentError("pads and axes must be constants of matching length");
+  }
+  std::vector<int64_t> full(2 * rank, 0);
+  for (size_t i = 0; i < axes->size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, Axis((*axes)[i], rank));
+    full[axis] = (*given)[i];
+    full[axis + rank] = (*given)[i + axes->size()];
+  }
+  return IntsConstant(full);
+}
+
+absl::Status ConvertPad(ImportContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
+  arith::DataType dtype = x->struct_info.dtype;
+  std::string mode = ctx.StringAttr("mode", "constant");
+  ir::Expr pads, value = Constant(ir::NDArray::Zeros(dtype, {}));
+  if (ctx.opset() < 11) {
+    pads = IntsConstant(ctx.IntsAttr(ctx.Attr("paddings") ? "paddings" : "pads"));
+    float v = ctx.FloatAttr("value", 0.0f);
+    if (v != 0.0f) value = ScalarConstant(v, dtype);
+  } else {
+    KILN_ASSIGN_OR_RETURN(ir::Expr pads_in, ctx.Input(1));
+    pads = ShapeLikeArg(ctx, pads_in);
+    if (ctx.HasInput(2)) {
+      KILN_ASSIGN_OR_RETURN(value, ctx.Input(2));
+    }
+    if (ctx.HasInput(3)) {
+      KILN_ASSIGN_OR_RETURN(pads, PadsForAxes(ctx, pads, x->struct_info.ndim));
+    }
+  }
+  return ctx.EmitOutput("pad", {x, pads, value}, {{"mode", mode}});
+}
+
+}  // namespace
+
+void RegisterTensorSliceConverters(ConverterTable& table) {
+  table["Split"] = ConvertSplit;
+  table["Slice"] = ConvertSlice;
+  table["Pad"] = ConvertPad;
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,135 @@
+// Linear algebra and signal processing, as in ONNX opset 17:
+//   det(x)                                   [*, M, M] -> [*]
+//   dft(input, dft_length?) {axis, inverse, onesided}; axis counts from 0 and never names the
+//       last (real/imaginary) dim
+//   stft(signal, frame_step, window?, frame_length?) {onesided}
+//   hann_window / hamming_window / blackman_window(size) {periodic, dtype}
+//   mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
+//       upper_edge_hertz) {dtype}
+// `dtype` is a DataType name ("f32"). Sizes that are run-time values leave only the rank known.
+#include "absl/strings/str_cat.h"
+#include "compiler/arith/check.h"
+#include "compiler/op/reduce_internal.h"
+
+namespace kiln::op {
+namespace {
+
+using arith::PrimExpr;
+using ir::StructInfo;
+
+// The scalar integer value of argument i when it is a constant.
+std::optional<int64_t> ConstantInt(const ir::ExprNode& call, size_t i) {
+  if (i >= call.args.size()) return std::nullopt;
+  const ir::Expr& arg = call.args[i];
+  if (arg->kind != ir::ExprKind::kConstant || arg->data->num_elements() != 1) return std::nullopt;
+  return arg->data->GetInt(0);
+}
+
+absl::StatusOr<arith::DataType> DTypeAttr(const ir::ExprNode& call) {
+  auto dtype = arith::DataType::Parse(GetStringAttr(call.attrs, "dtype", "f32"));
+  if (!dtype.ok()) return OpError(call, std::string(dtype.status().message()));
+  return *dtype;
+}
+
+absl::StatusOr<StructInfo> InferDet(const ir::ExprNode& call, const arith::Analyzer& an) {
+  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 1));
+  const std::vector<PrimExpr>& x = *args[0]->shape;
+  if (x.size() < 2) return OpError(call, "input must have rank >= 2");
+  if (!args[0]->dtype.is_float()) return OpError(call, "input must be a float tensor");
+  if (!an.ProveEqual(x[x.size() - 1], x[x.size() - 2])) {
+    return OpError(call, "matrices must be square");
+  }
+  return StructInfo::Tensor({x.begin(), x.end() - 2}, args[0]->dtype);
+}
+
+absl::StatusOr<StructInfo> InferDFT(const ir::ExprNode& call, const arith::Analyzer& an) {
+  if (call.args.size() != 2) return OpError(call, "expects input and dft_length (or none)");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
+  if (!x->dtype.is_float()) return OpError(call, "input must be a float tensor");
+  if (!x->shape) return StructInfo::TensorRank(x->ndim, x->dtype);
+  std::vector<PrimExpr> out = *x->shape;
+  int64_t rank = out.size();
+  if (rank < 2) return OpError(call, "input must have rank >= 2");
+  const PrimExpr& last = out.back();
+  if (!last->is_const_int(1) && !last->is_const_int(2)) {
+    return OpError(call, "the last dimension must be 1 (real) or 2 (complex)");
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 1), rank - 1));
+  bool onesided = GetIntAttr(call.attrs, "onesided", 0) != 0;
+  if (onesided && GetIntAttr(call.attrs, "inverse", 0) != 0) {
+    return OpError(call, "onesided and inverse cannot both be set");
+  }
+  PrimExpr n = out[axis];
+  if (!ir::IsNone(call.args[1])) {
+    std::optional<int64_t> length = ConstantInt(call, 1);
+    if (!length) return StructInfo::TensorRank(rank, x->dtype);
+    if (*length <= 0) return OpError(call, "dft_length must be positive");
+    n = arith::IntImm(*length);
+  }
+  out[axis] = onesided ? an.Simplify(arith::FloorDiv(n, arith::IntImm(2)) + arith::IntImm(1)) : n;
+  out.back() = arith::IntImm(2);
+  return StructInfo::Tensor(std::move(out), x->dtype);
+}
+
+absl::StatusOr<StructInfo> InferSTFT(const ir::ExprNode& call, const arith::Analyzer& an) {
+  if (call.args.size() != 4) {
+    return OpError(call, "expects signal, frame_step, window and frame_length (none where omitted)");
+  }
+  KILN_ASSIGN_OR_RETURN(const StructInfo* signal, TensorArg(call, 0));
+  if (!signal->dtype.is_float()) return OpError(call, "signal must be a float tensor");
+  if (signal->ndim >= 0 && signal->ndim != 3) return OpError(call, "signal must be 3-D");
+  StructInfo unknown = StructInfo::TensorRank(4, signal->dtype);
+  std::optional<int64_t> step = ConstantInt(call, 1);
+  std::optional<PrimExpr> length;
+  if (std::optional<int64_t> l = ConstantInt(call, 3)) length = arith::IntImm(*l);
+  const StructInfo& window = call.args[2]->struct_info;
+  if (!length && !ir::IsNone(call.args[2]) && window.shape && window.ndim == 1) {
+    length = (*window.shape)[0];
+  }
+  if (!signal->shape || !step || !length) return unknown;
+  if (*step <= 0) return OpError(call, "frame_step must be positive");
+  const std::vector<PrimExpr>& s = *signal->shape;
+  PrimExpr frames = an.Simplify(arith::FloorDiv(s[1] - *length, arith::IntImm(*step)) + arith::IntImm(1));
+  bool onesided = GetIntAttr(call.attrs, "onesided", 1) != 0;
+  PrimExpr bins = onesided ? an.Simplify(arith::FloorDiv(*length, arith::IntImm(2)) + arith::IntImm(1))
+                           : *length;
+  return StructInfo::Tensor({s[0], frames, bins, arith::IntImm(2)}, signal->dtype);
+}
+
+absl::StatusOr<StructInfo> InferWindow(const ir::ExprNode& call, const arith::Analyzer&) {
+  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 1));
+  if (!args[0]->dtype.is_int() || !args[0]->shape->empty()) {
+    return OpError(call, "size must be an integer scalar");
+  }
+  KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
+  std::optional<int64_t> size = ConstantInt(call, 0);
+  if (!size) return StructInfo::TensorRank(1, dtype);
+  return StructInfo::Tensor({arith::IntImm(*size)}, dtype);
+}
+
+absl::StatusOr<StructInfo> InferMelWeightMatrix(const ir::ExprNode& call, const arith::Analyzer&) {
+  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 5));
+  for (const StructInfo* arg : args) {
+    if (!arg->shape->empty()) return OpError(call, "every argument must be a scalar");
+  }
+  KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
+  std::optional<int64_t> bins = ConstantInt(call, 0), dft_length = ConstantInt(call, 1);
+  if (!bins || !dft_length) return StructInfo::TensorRank(2, dtype);
+  return StructInfo::Tensor({arith::IntImm(*dft_length / 2 + 1), arith::IntImm(*bins)}, dtype);
+}
+
+}  // namespace
+
+std::vector<OpDef> SignalOps() {
+  return {
+      {"det", InferDet},
+      {"dft", InferDFT},
+      {"stft", InferSTFT},
+      {"hann_window", InferWindow},
+      {"hamming_window", InferWindow},
+      {"blackman_window", InferWindow},
+      {"mel_weight_matrix", InferMelWeightMatrix},
+  };
+}
+
+}  // namespace kiln::op
