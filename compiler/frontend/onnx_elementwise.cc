@@ -181,12 +181,9 @@ absl::Status ConvertPRelu(ImportContext& ctx) {
   return ctx.EmitOutput("prelu", {x, slope});
 }
 
-// Kiln's reference kernels have no float16 (or bfloat16, string) arithmetic.
+// bfloat16 and strings are not Kiln element types.
 absl::StatusOr<DataType> CastableType(int32_t onnx_type, const char* role) {
   auto dtype = DataTypeFromOnnx(onnx_type);
-  if (dtype.ok() && dtype->is_float() && dtype->bits == 16) {
-    dtype = absl::InvalidArgumentError("unsupported element type 10 (FLOAT16)");
-  }
   if (!dtype.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cast ", role, ": ", std::string(dtype.status().message())));
@@ -211,9 +208,6 @@ absl::StatusOr<DataType> CastTarget(const ImportContext& ctx) {
 
 absl::Status EmitCast(ImportContext& ctx, DataType to) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
-  if (x->struct_info.dtype.is_float() && x->struct_info.dtype.bits == 16) {
-    return absl::InvalidArgumentError("cast source: unsupported element type 10 (FLOAT16)");
-  }
   if (x->struct_info.dtype == to) {
     ctx.SetOutput(0, x);
     return absl::OkStatus();
@@ -237,9 +231,6 @@ absl::Status ConvertCast(ImportContext& ctx) {
 absl::Status ConvertCastLike(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr like, ctx.Input(1));
   DataType to = like->struct_info.dtype;
-  if (to.is_float() && to.bits == 16) {
-    return absl::InvalidArgumentError("cast target: unsupported element type 10 (FLOAT16)");
-  }
   return EmitCast(ctx, to);
 }
 
@@ -292,46 +283,22 @@ void RegisterElementwiseConverters(ConverterTable& table) {
   table["Mod"] = ConvertMod;
   table["BitShift"] = ConvertBitShift;
   table["PRelu"] = ConvertPRelu;
-  const std::pair<const char*, const char*> binaries[] = {{"Equal", "equal"},
-                                                          {"Greater", "greater"},
-                                                          {"GreaterOrEqual", "greater_or_equal"},
-                                                          {"Less", "less"},
-                                                          {"LessOrEqual", "less_or_equal"},
-                                                          {"And", "and"},
-                                                          {"Or", "or"},
-                                                          {"Xor", "xor"}};
+  // clang-format off
+  const std::pair<const char*, const char*> binaries[] = {
+      {"Equal", "equal"}, {"Greater", "greater"}, {"GreaterOrEqual", "greater_or_equal"},
+      {"Less", "less"}, {"LessOrEqual", "less_or_equal"}, {"And", "and"}, {"Or", "or"},
+      {"Xor", "xor"}};
+  const std::pair<const char*, const char*> unaries[] = {
+      {"Abs", "abs"}, {"Acos", "acos"}, {"Acosh", "acosh"}, {"Asin", "asin"},
+      {"Asinh", "asinh"}, {"Atan", "atan"}, {"Atanh", "atanh"}, {"Ceil", "ceil"},
+      {"Cos", "cos"}, {"Cosh", "cosh"}, {"Erf", "erf"}, {"Exp", "exp"}, {"Floor", "floor"},
+      {"Log", "log"}, {"Neg", "neg"}, {"Not", "not"}, {"Reciprocal", "reciprocal"},
+      {"Relu", "relu"}, {"Round", "round"}, {"Sigmoid", "sigmoid"}, {"Sign", "sign"},
+      {"Sin", "sin"}, {"Sinh", "sinh"}, {"Softplus", "softplus"}, {"Softsign", "softsign"},
+      {"Sqrt", "sqrt"}, {"Tan", "tan"}, {"Tanh", "tanh"}, {"IsNaN", "is_nan"},
+      {"HardSwish", "hard_swish"}, {"Mish", "mish"}};
+  // clang-format on
   for (const auto& [onnx_op, op] : binaries) table[onnx_op] = Binary(op);
-  const std::pair<const char*, const char*> unaries[] = {{"Abs", "abs"},
-                                                         {"Acos", "acos"},
-                                                         {"Acosh", "acosh"},
-                                                         {"Asin", "asin"},
-                                                         {"Asinh", "asinh"},
-                                                         {"Atan", "atan"},
-                                                         {"Atanh", "atanh"},
-                                                         {"Ceil", "ceil"},
-                                                         {"Cos", "cos"},
-                                                         {"Cosh", "cosh"},
-                                                         {"Erf", "erf"},
-                                                         {"Exp", "exp"},
-                                                         {"Floor", "floor"},
-                                                         {"Log", "log"},
-                                                         {"Neg", "neg"},
-                                                         {"Not", "not"},
-                                                         {"Reciprocal", "reciprocal"},
-                                                         {"Relu", "relu"},
-                                                         {"Round", "round"},
-                                                         {"Sigmoid", "sigmoid"},
-                                                         {"Sign", "sign"},
-                                                         {"Sin", "sin"},
-                                                         {"Sinh", "sinh"},
-                                                         {"Softplus", "softplus"},
-                                                         {"Softsign", "softsign"},
-                                                         {"Sqrt", "sqrt"},
-                                                         {"Tan", "tan"},
-                                                         {"Tanh", "tanh"},
-                                                         {"IsNaN", "is_nan"},
-                                                         {"HardSwish", "hard_swish"},
-                                                         {"Mish", "mish"}};
   for (const auto& [onnx_op, op] : unaries) table[onnx_op] = Unary(op);
   table["Celu"] = UnaryWithFloats("celu", {{"alpha", 1.0f}});
   table["Elu"] = UnaryWithFloats("elu", {{"alpha", 1.0f}});

@@ -32,15 +32,18 @@ std::optional<std::vector<int64_t>> ConstantInts(const ImportContext& ctx, const
   return out;
 }
 
-ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value) {
-  auto known = ctx.SymbolicValue(value);
-  if (!known) return value;
+ir::Expr ValuesArg(const std::vector<PrimExpr>& values) {
   std::vector<int64_t> ints;
-  for (const PrimExpr& v : *known) {
-    if (v->kind != arith::ExprKind::kIntImm) return ir::MakeShapeExpr(*known);
+  for (const PrimExpr& v : values) {
+    if (v->kind != arith::ExprKind::kIntImm) return ir::MakeShapeExpr(values);
     ints.push_back(v->int_value);
   }
   return IntsConstant(ints);
+}
+
+ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value) {
+  auto known = ctx.SymbolicValue(value);
+  return known ? ValuesArg(*known) : value;
 }
 
 namespace {
@@ -50,6 +53,26 @@ absl::StatusOr<int64_t> Axis(int64_t axis, int64_t rank) {
     return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " out of range for rank ", rank));
   }
   return axis < 0 ? axis + rank : axis;
+}
+
+// prod(num) / prod(den) for products of dims. Factors provably equal on both sides cancel
+// first, so that batch * seq * 64 / (batch * seq * 4) comes out as 16.
+PrimExpr DivideDims(std::vector<PrimExpr> num, std::vector<PrimExpr> den,
+                    const arith::Analyzer& a) {
+  for (auto it = den.begin(); it != den.end();) {
+    auto match = std::find_if(num.begin(), num.end(),
+                              [&](const PrimExpr& n) { return a.ProveEqual(n, *it); });
+    if (match == num.end()) {
+      ++it;
+      continue;
+    }
+    num.erase(match);
+    it = den.erase(it);
+  }
+  PrimExpr p = arith::IntImm(1), q = arith::IntImm(1);
+  for (const PrimExpr& d : num) p = p * d;
+  for (const PrimExpr& d : den) q = q * d;
+  return a.Simplify(arith::FloorDiv(a.Simplify(p), a.Simplify(q)));
 }
 
 // Resolves Reshape's target: 0 copies the input dim (unless allowzero), -1 is inferred.
@@ -78,11 +101,9 @@ absl::StatusOr<std::vector<PrimExpr>> ResolveReshape(const ImportContext& ctx,
     }
   }
   if (infer_at >= 0) {
-    const arith::Analyzer& a = ctx.analyzer();
-    PrimExpr known = arith::IntImm(1), total = arith::IntImm(1);
-    for (const PrimExpr& d : out) known = known * d;
-    for (const PrimExpr& d : in) total = total * d;
-    out[infer_at] = a.Simplify(arith::FloorDiv(a.Simplify(total), a.Simplify(known)));
+    std::vector<PrimExpr> known = out;
+    known.erase(known.begin() + infer_at);
+    out[infer_at] = DivideDims(in, known, ctx.analyzer());
   }
   return out;
 }
@@ -110,7 +131,7 @@ absl::Status ConvertReshape(ImportContext& ctx) {
   }
   ir::Expr out;
   if (ctx.ConstantValue(x)) {
-    ir::Expr resolved = ShapeLikeArg(ctx, ir::MakeShapeExpr(dims));
+    ir::Expr resolved = ValuesArg(dims);
     if (resolved->kind == ir::ExprKind::kConstant) {
       KILN_ASSIGN_OR_RETURN(out, ctx.Emit("reshape", {x, resolved}, {{"allowzero", int64_t{1}}}));
     }
@@ -232,7 +253,7 @@ absl::Status ConvertShape(ImportContext& ctx) {
   }
   std::vector<PrimExpr> dims(x->struct_info.shape->begin() + start,
                              x->struct_info.shape->begin() + end);
-  ir::Expr known = ShapeLikeArg(ctx, ir::MakeShapeExpr(dims));
+  ir::Expr known = ValuesArg(dims);
   if (known->kind == ir::ExprKind::kConstant) {
     ctx.SetOutput(0, known);
     return absl::OkStatus();

@@ -12,6 +12,8 @@ namespace kiln::frontend {
 // reads best: a constant i64 vector when every value is known, a ShapeExpr when some are
 // symbolic, or `value` itself when it is computed at run time.
 ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value);
+// Known values as an operand: a constant i64 vector when all are constants, else a ShapeExpr.
+ir::Expr ValuesArg(const std::vector<arith::PrimExpr>& values);
 // A constant 1-D i64 tensor.
 ir::Expr IntsConstant(const std::vector<int64_t>& values);
 // The i64 values of a constant integer tensor, if `value` is one.

@@ -70,10 +70,31 @@ To ConvertElement(From v) {
   }
 }
 
+bool IsHalf(DataType t) { return t.is_float() && t.bits == 16; }
+
+// float16 has no C++ type here: its casts go through double, which holds every f16 value
+// exactly, so the only rounding is the final one.
+absl::StatusOr<Value> CastHalf(const ir::ExprNode& call, const NDArray& x, DataType to) {
+  NDArray out = NDArray::Zeros(to, x.shape);
+  if (IsHalf(to)) {
+    for (int64_t i = 0; i < x.num_elements(); ++i) out.SetDouble(i, x.GetDouble(i));
+    return Value(std::move(out));
+  }
+  bool ok = DispatchDType(to, [&](auto tag) {
+    using To = decltype(tag);
+    for (int64_t i = 0; i < x.num_elements(); ++i) {
+      out.data<To>()[i] = ConvertElement<To>(x.GetDouble(i));
+    }
+  });
+  if (!ok) return UnsupportedDType(call, to);
+  return Value(std::move(out));
+}
+
 absl::StatusOr<Value> CastKernel(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* x, TensorArg(call, args, 0));
   auto to = DataType::Parse(op::GetStringAttr(call.attrs, "to", ""));
   if (!to.ok()) return KernelError(call, std::string(to.status().message()));
+  if (IsHalf(x->dtype) || IsHalf(*to)) return CastHalf(call, *x, *to);
   NDArray out;
   bool to_ok = false;
   bool from_ok = DispatchDType(x->dtype, [&](auto from_tag) {
@@ -143,9 +164,40 @@ absl::StatusOr<Value> CopyKernel(const ir::ExprNode& call, const std::vector<Val
 
 }  // namespace
 
+NDArray ConvertTo(const NDArray& x, DataType to) {
+  NDArray out = NDArray::Zeros(to, x.shape);
+  for (int64_t i = 0; i < x.num_elements(); ++i) out.SetDouble(i, x.GetDouble(i));
+  return out;
+}
+
+// Runs a kernel on float16 operands in float32 and rounds the float result back to float16.
+// Exact for max, min and mod; within an ulp for arithmetic.
+KernelFn WithHalfAsFloat(KernelFn kernel) {
+  return [kernel](const ir::ExprNode& call, const std::vector<Value>& args) -> absl::StatusOr<Value> {
+    bool half = false;
+    std::vector<Value> widened;
+    for (const Value& a : args) {
+      if (a.is_tensor() && IsHalf(a.tensor().dtype)) {
+        half = true;
+        widened.push_back(Value(ConvertTo(a.tensor(), DataType::Float(32))));
+      } else {
+        widened.push_back(a);
+      }
+    }
+    if (!half) return kernel(call, args);
+    KILN_ASSIGN_OR_RETURN(Value out, kernel(call, widened));
+    if (out.is_tensor() && out.tensor().dtype == DataType::Float(32)) {
+      return Value(ConvertTo(out.tensor(), DataType::Float(16)));
+    }
+    return out;
+  };
+}
+
 void RegisterElementwiseKernels(KernelTable& table) {
-  RegisterElementwiseMathKernels(table);
-  RegisterElementwiseBinaryKernels(table);
+  KernelTable family;
+  RegisterElementwiseMathKernels(family);
+  RegisterElementwiseBinaryKernels(family);
+  for (auto& [name, kernel] : family) table[name] = WithHalfAsFloat(std::move(kernel));
   table["cast"] = CastKernel;
   table["where"] = WhereKernel;
   table["clip"] = ClipKernel;

@@ -215,7 +215,9 @@ absl::StatusOr<Value> Unique(const ir::ExprNode& call, const std::vector<Value>&
   KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(call, *x, 0));
   Shape strides = Strides(x->shape);
   int64_t count = x->shape[axis];
-  Slices s{x, count, strides[axis], count == 0 ? 0 : x->num_elements() / (count * strides[axis])};
+  int64_t inner = strides[axis],
+          outer = count * inner == 0 ? 0 : x->num_elements() / (count * inner);
+  Slices s{x, count, inner, outer};
   auto groups = GroupSlices(s, op::GetIntAttr(call.attrs, "sorted", 1) != 0);
   int64_t u = static_cast<int64_t>(groups.size());
   Shape y_shape = x->shape;

@@ -21,6 +21,10 @@ absl::StatusOr<NDArray> NegativeLogLikelihood(const ir::ExprNode& call,
   int64_t n_count = input_shape[0], classes = input_shape[1];
   int64_t inner = ir::ShapeProduct(Shape(input_shape.begin() + 2, input_shape.end()));
   if (target.num_elements() != n_count * inner) return KernelError(call, "target shape mismatch");
+  if (weight.is_tensor() && weight.tensor().num_elements() != classes) {
+    return KernelError(call, absl::StrCat("weight has ", weight.tensor().num_elements(),
+                                          " elements for ", classes, " classes"));
+  }
   bool has_ignore = op::HasAttr(call.attrs, "ignore_index");
   int64_t ignore = op::GetIntAttr(call.attrs, "ignore_index", 0);
   std::vector<double> loss(target.num_elements());

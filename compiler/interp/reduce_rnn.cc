@@ -153,16 +153,37 @@ Cell MakeCell(const ir::ExprNode& call, const std::vector<Value>& args, int64_t 
   return c;
 }
 
+// Operand sizes, checked here because shapes unknown at import were not checked there.
+absl::Status CheckSizes(const ir::ExprNode& call, const std::vector<Value>& args, int64_t dirs,
+                        int64_t rows, int64_t input, int64_t hidden, int64_t batch) {
+  const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+  int64_t expected[] = {0, dirs * rows * input, dirs * rows * hidden, dirs * 2 * rows, batch,
+                        dirs * batch * hidden, dirs * batch * hidden, dirs * 3 * hidden};
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!args[i].is_tensor()) {
+      if (i < 3) return KernelError(call, absl::StrCat(names[i], " must be a tensor"));
+      continue;
+    }
+    int64_t n = args[i].tensor().num_elements();
+    if (n != expected[i]) {
+      return KernelError(call, absl::StrCat(names[i], " has ", n, " elements, expected ", expected[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Value> Recurrent(const std::string& op, int64_t gates, const ir::ExprNode& call,
                                 const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* x, TensorArg(call, args, 0));
+  if (x->shape.size() != 3) return KernelError(call, "X must be 3-D");
   bool batch_first = op::GetIntAttr(call.attrs, "layout", 0) != 0;
   int64_t seq = x->shape[batch_first ? 1 : 0], batch = x->shape[batch_first ? 0 : 1];
   int64_t input = x->shape[2], hidden = op::GetIntAttr(call.attrs, "hidden_size", 0);
   std::string direction = op::GetStringAttr(call.attrs, "direction", "forward");
   int64_t dirs = direction == "bidirectional" ? 2 : 1;
   int num_states = op == "lstm" ? 2 : 1;
-  // Layout 0 offsets: Y [seq, dirs, batch, hidden], states [dirs, batch, hidden].
+  KILN_RETURN_IF_ERROR(CheckSizes(call, args, dirs, gates * hidden, input, hidden, batch));
+  // Offsets of Y's and the final states' rows in either layout.
   auto y_at = [&](int64_t t, int64_t d, int64_t b) {
     return batch_first ? ((b * seq + t) * dirs + d) * hidden : ((t * dirs + d) * batch + b) * hidden;
   };

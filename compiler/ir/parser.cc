@@ -383,7 +383,15 @@ void Parser::Constants() {
     NDArray a;
     a.dtype = Dtype();
     Expect("[");
-    List("]", [&] { a.shape.push_back(Int("a dimension")); });
+    List("]", [&] {
+      const Token& dim = Peek();
+      a.shape.push_back(Int("a dimension"));
+      // Bounded so that the element count cannot overflow; data that large would not parse.
+      if (a.shape.back() < 0 || a.shape.back() > (int64_t{1} << 40) ||
+          ShapeProduct(a.shape) > (int64_t{1} << 40)) {
+        Fail(dim.line, dim.col, "dimension out of range");
+      }
+    });
     Expect("=");
     a.bytes = ConstantBytes(a);
     auto shared = std::make_shared<const NDArray>(std::move(a));
@@ -395,21 +403,23 @@ void Parser::Constants() {
 // The bytes as hex (what the printer writes), or a list of element values (handy in tests).
 std::vector<uint8_t> Parser::ConstantBytes(const NDArray& shape_only) {
   const Token& at = Peek();
-  NDArray a = NDArray::Zeros(shape_only.dtype, shape_only.shape);
+  size_t size = ShapeProduct(shape_only.shape) * shape_only.dtype.bytes();
   if (Peek().kind == Tok::kHex) {
     const std::string& hex = Take().text;
-    if (hex.size() != 2 * a.bytes.size()) {
+    if (hex.size() != 2 * size) {
       Fail(at.line, at.col,
-           absl::StrCat("expected ", a.bytes.size(), " bytes of data, found ", hex.size() / 2.0));
+           absl::StrCat("expected ", size, " bytes of data, found ", hex.size() / 2.0));
     }
+    std::vector<uint8_t> bytes(size);
     auto nibble = [](char c) {
       return std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (c | 0x20) - 'a' + 10;
     };
-    for (size_t i = 0; i < a.bytes.size(); ++i) {
-      a.bytes[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+    for (size_t i = 0; i < size; ++i) {
+      bytes[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
     }
-    return a.bytes;
+    return bytes;
   }
+  NDArray a = NDArray::Zeros(shape_only.dtype, shape_only.shape);
   DataType t = a.dtype;
   bool supported =
       t.code == DataType::kBool || (t.is_float() && t.bits >= 32) || (t.is_int() && t.bits >= 8);

@@ -1,5 +1,7 @@
 #include "compiler/ir/tensor.h"
 
+#include <cmath>
+
 #include "compiler/arith/check.h"
 
 namespace kiln::ir {
@@ -51,15 +53,59 @@ static auto VisitElement(DataType dtype, const uint8_t* base, int64_t i, Fn fn) 
   return fn(0);
 }
 
+// IEEE 754 binary16 <-> double, exact in the widening direction and round-to-nearest-even
+// in the narrowing one, so f16 tensors can be read and written like any other.
+static double HalfToDouble(uint16_t h) {
+  int sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  double magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(mantissa, -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa ? NAN : INFINITY;
+  } else {
+    magnitude = std::ldexp(mantissa + 1024, exponent - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+static uint16_t DoubleToHalf(double v) {
+  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  double a = std::fabs(v);
+  if (std::isnan(v)) return sign | 0x7e00;
+  if (a >= 65520.0) return sign | 0x7c00;  // rounds to infinity
+  if (a < std::ldexp(1.0, -14)) {
+    // Subnormal: units of 2^-24, rounded to nearest even.
+    return sign | static_cast<uint16_t>(std::nearbyint(a * std::ldexp(1.0, 24)));
+  }
+  int exponent;
+  double fraction = std::frexp(a, &exponent);  // a = fraction * 2^exponent, fraction in [0.5, 1)
+  double scaled = std::nearbyint(fraction * 2048.0);  // 11 significant bits
+  if (scaled == 2048.0) {
+    scaled = 1024.0;
+    ++exponent;
+  }
+  int biased = exponent - 1 + 15;
+  if (biased >= 31) return sign | 0x7c00;
+  return sign | static_cast<uint16_t>(biased << 10) | (static_cast<uint16_t>(scaled) - 1024);
+}
+
+static bool IsHalf(DataType dtype) { return dtype.code == DataType::kFloat && dtype.bits == 16; }
+
 double NDArray::GetDouble(int64_t i) const {
+  if (IsHalf(dtype)) return HalfToDouble(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
   return VisitElement(dtype, bytes.data(), i, [](auto v) { return static_cast<double>(v); });
 }
 
 int64_t NDArray::GetInt(int64_t i) const {
+  if (IsHalf(dtype)) return static_cast<int64_t>(GetDouble(i));
   return VisitElement(dtype, bytes.data(), i, [](auto v) { return static_cast<int64_t>(v); });
 }
 
 void NDArray::SetDouble(int64_t i, double v) {
+  if (IsHalf(dtype)) {
+    reinterpret_cast<uint16_t*>(bytes.data())[i] = DoubleToHalf(v);
+    return;
+  }
   uint8_t* base = bytes.data();
   VisitElement(dtype, base, i, [&](auto old) {
     using T = decltype(old);

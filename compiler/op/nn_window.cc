@@ -101,6 +101,12 @@ WindowDim ConvWindowDim(const Window& w, size_t d, const PrimExpr& in,
   }
   PrimExpr out = analyzer.Simplify(arith::FloorDiv(span + stride - IntImm(1), stride) + IntImm(1));
   // A last window that would start inside the end padding is dropped (as PyTorch does).
+  // Since (out - 1) * stride <= span + stride - 1, that needs pad_end + stride > extent.
+  int64_t extent_v = w.dilations[d] * (w.kernel[d] - 1) + 1;
+  if (w.pads[d + w.rank()] + w.strides[d] <= extent_v) {
+    dim.out = out;
+    return dim;
+  }
   PrimExpr past_end = GreaterEqual(analyzer.Simplify((out - IntImm(1)) * stride),
                                    analyzer.Simplify(in + dim.pad_begin), analyzer);
   dim.out = analyzer.Simplify(out - past_end);

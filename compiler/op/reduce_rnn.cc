@@ -41,7 +41,7 @@ absl::StatusOr<StructInfo> InferRecurrent(const ir::ExprNode& call, const arith:
   }
   KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
   if (!x->dtype.is_float()) return OpError(call, "X must be a float tensor");
-  if (x->ndim != 3 || !x->shape) return OpError(call, "X must be 3-D with a known shape");
+  if (x->ndim != 3 && x->ndim != -1) return OpError(call, absl::StrCat("X has rank ", x->ndim, ", expected 3"));
   std::string direction = GetStringAttr(call.attrs, "direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
     return OpError(call, absl::StrCat("unknown direction '", direction, "'"));
@@ -49,6 +49,11 @@ absl::StatusOr<StructInfo> InferRecurrent(const ir::ExprNode& call, const arith:
   int64_t hidden_size = GetIntAttr(call.attrs, "hidden_size", -1);
   if (hidden_size <= 0) return OpError(call, "hidden_size must be positive");
   bool batch_first = GetIntAttr(call.attrs, "layout", 0) != 0;
+  if (!x->shape) {  // the kernel checks the operands against X at run time
+    std::vector<StructInfo> fields = {StructInfo::TensorRank(4, x->dtype)};
+    for (int s = 0; s < num_states; ++s) fields.push_back(StructInfo::TensorRank(3, x->dtype));
+    return StructInfo::Tuple(std::move(fields));
+  }
   PrimExpr dirs = arith::IntImm(direction == "bidirectional" ? 2 : 1);
   PrimExpr hidden = arith::IntImm(hidden_size);
   PrimExpr seq = (*x->shape)[batch_first ? 1 : 0], batch = (*x->shape)[batch_first ? 0 : 1];

@@ -32,14 +32,29 @@ absl::StatusOr<arith::DataType> DTypeAttr(const ir::ExprNode& call) {
 }
 
 absl::StatusOr<StructInfo> InferDet(const ir::ExprNode& call, const arith::Analyzer& an) {
-  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 1));
-  const std::vector<PrimExpr>& x = *args[0]->shape;
-  if (x.size() < 2) return OpError(call, "input must have rank >= 2");
-  if (!args[0]->dtype.is_float()) return OpError(call, "input must be a float tensor");
+  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* info, TensorArg(call, 0));
+  if (!info->dtype.is_float()) return OpError(call, "input must be a float tensor");
+  if (info->ndim >= 0 && info->ndim < 2) return OpError(call, "input must have rank >= 2");
+  if (!info->shape) return StructInfo::TensorRank(info->ndim < 0 ? -1 : info->ndim - 2, info->dtype);
+  const std::vector<PrimExpr>& x = *info->shape;
   if (!an.ProveEqual(x[x.size() - 1], x[x.size() - 2])) {
-    return OpError(call, "matrices must be square");
+    return OpError(call, absl::StrCat("matrices must be square, got ", arith::ToString(x[x.size() - 2]),
+                                      " x ", arith::ToString(x[x.size() - 1])));
   }
-  return StructInfo::Tensor({x.begin(), x.end() - 2}, args[0]->dtype);
+  return StructInfo::Tensor({x.begin(), x.end() - 2}, info->dtype);
+}
+
+// Checks that every argument is an integer or float scalar (when its shape is known).
+absl::Status CheckScalars(const ir::ExprNode& call, size_t count) {
+  if (call.args.size() != count) return OpError(call, absl::StrCat("expects ", count, " arguments"));
+  for (size_t i = 0; i < count; ++i) {
+    KILN_ASSIGN_OR_RETURN(const StructInfo* info, TensorArg(call, i));
+    if (info->ndim > 0 && !(info->ndim == 1 && info->shape && (*info->shape)[0]->is_const_int(1))) {
+      return OpError(call, absl::StrCat("argument ", i, " must be a scalar"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StructInfo> InferDFT(const ir::ExprNode& call, const arith::Analyzer& an) {
@@ -97,10 +112,8 @@ absl::StatusOr<StructInfo> InferSTFT(const ir::ExprNode& call, const arith::Anal
 }
 
 absl::StatusOr<StructInfo> InferWindow(const ir::ExprNode& call, const arith::Analyzer&) {
-  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 1));
-  if (!args[0]->dtype.is_int() || !args[0]->shape->empty()) {
-    return OpError(call, "size must be an integer scalar");
-  }
+  KILN_RETURN_IF_ERROR(CheckScalars(call, 1));
+  if (!call.args[0]->struct_info.dtype.is_int()) return OpError(call, "size must be an integer");
   KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
   std::optional<int64_t> size = ConstantInt(call, 0);
   if (!size) return StructInfo::TensorRank(1, dtype);
@@ -108,10 +121,7 @@ absl::StatusOr<StructInfo> InferWindow(const ir::ExprNode& call, const arith::An
 }
 
 absl::StatusOr<StructInfo> InferMelWeightMatrix(const ir::ExprNode& call, const arith::Analyzer&) {
-  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 5));
-  for (const StructInfo* arg : args) {
-    if (!arg->shape->empty()) return OpError(call, "every argument must be a scalar");
-  }
+  KILN_RETURN_IF_ERROR(CheckScalars(call, 5));
   KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
   std::optional<int64_t> bins = ConstantInt(call, 0), dft_length = ConstantInt(call, 1);
   if (!bins || !dft_length) return StructInfo::TensorRank(2, dtype);

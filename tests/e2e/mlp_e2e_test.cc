@@ -166,8 +166,9 @@ class E2ETest : public ::testing::Test {
                 " --out " + Quote(out));
   }
 
-  // Runs the artifact at one batch size and checks every output against the reference.
-  void CheckBatch(const fs::path& artifact_dir, int batch) {
+  // Runs the artifact at one batch size and checks every output against the MLP computed
+  // here. `run_target` is an artifact folder, or the model followed by --reference.
+  void CheckBatch(const std::string& run_target, int batch) {
     std::mt19937 rng(batch);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     NpyF32 x{{batch, kIn}, {}};
@@ -176,7 +177,7 @@ class E2ETest : public ::testing::Test {
     testing::WriteNpyF32(x_path, x);
     fs::path out = dir_ / ("y" + std::to_string(batch));
     CommandResult r =
-        Kiln("run " + Quote(artifact_dir) + " --input x=" + Quote(x_path) + " --out " + Quote(out));
+        Kiln("run " + run_target + " --input x=" + Quote(x_path) + " --out " + Quote(out));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     NpyF32 y;
     ASSERT_TRUE(testing::ReadNpyF32(out / "y.npy", y)) << "batch " << batch;
@@ -203,7 +204,7 @@ TEST_F(E2ETest, CompileThroughDaemonAndRunAtSeveralBatchSizes) {
   std::string manifest((std::istreambuf_iterator<char>(manifest_file)), {});
   EXPECT_NE(manifest.find(R"("shape": ["batch", 784])"), std::string::npos) << manifest;
   EXPECT_NE(manifest.find(R"("shape": ["batch", 10])"), std::string::npos) << manifest;
-  for (int batch : {1, 7, 64}) CheckBatch(out / "x86_64", batch);
+  for (int batch : {1, 7, 64}) CheckBatch(Quote(out / "x86_64"), batch);
 }
 
 TEST_F(E2ETest, SecondCompileIsACacheHit) {
@@ -212,7 +213,7 @@ TEST_F(E2ETest, SecondCompileIsACacheHit) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("cache hit"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("cache miss"), std::string::npos) << r.output;
-  CheckBatch(dir_ / "second" / "x86_64", 3);
+  CheckBatch(Quote(dir_ / "second" / "x86_64"), 3);
 }
 
 TEST_F(E2ETest, InProcessCompileGivesTheSameResults) {
@@ -220,7 +221,11 @@ TEST_F(E2ETest, InProcessCompileGivesTheSameResults) {
   CommandResult r =
       Kiln("compile " + Quote(dir_ / "mlp.onnx") + " --target x86_64 --out " + Quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  CheckBatch(out / "x86_64", 5);
+  CheckBatch(Quote(out / "x86_64"), 5);
+}
+
+TEST_F(E2ETest, ReferenceInterpreterRunsTheModelItself) {
+  CheckBatch(Quote(dir_ / "mlp.onnx") + " --reference", 4);
 }
 
 TEST_F(E2ETest, WrongInputShapeNamesInputDimensionAndValues) {
@@ -262,7 +267,7 @@ TEST_F(E2ETest, BadRequestsGetClearErrorsAndTheDaemonKeepsServing) {
   // Still serving: a good compile works after all of that.
   r = Compile(dir_ / "mlp.onnx", "x86_64", dir_ / "after");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  CheckBatch(dir_ / "after" / "x86_64", 2);
+  CheckBatch(Quote(dir_ / "after" / "x86_64"), 2);
 }
 
 }  // namespace

@@ -46,8 +46,8 @@ inline void StringAttr(onnx::NodeProto& n, const std::string& name, const std::s
 }
 
 // Imports the model and runs it on the reference interpreter.
-inline absl::StatusOr<std::vector<ir::NDArray>> Run(const OnnxBuilder& b,
-                                                    const std::vector<ir::NDArray>& inputs) {
+inline absl::StatusOr<std::vector<ir::NDArray>> ImportAndRun(
+    const OnnxBuilder& b, const std::vector<ir::NDArray>& inputs) {
   auto module = driver::ImportModel(b.Serialize());
   if (!module.ok()) return module.status();
   return interp::Run(*module, inputs);
