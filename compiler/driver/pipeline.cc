@@ -1,6 +1,7 @@
 #include "compiler/driver/pipeline.h"
 
 #include "compiler/arith/check.h"
+#include "compiler/transform/eliminate_dead_code.h"
 #include "compiler/transform/legalize.h"
 #include "compiler/transform/lower_host.h"
 
@@ -8,6 +9,8 @@ namespace kiln::driver {
 
 const std::vector<Pass>& Pipeline() {
   static const auto* passes = new std::vector<Pass>{
+      // Bindings nothing uses go, shape arithmetic folded at import above all.
+      {"eliminate_dead_code", transform::EliminateDeadCode},
       // Each operator becomes a loop-level kernel with symbolic extents.
       {"legalize", transform::Legalize},
       // `main` becomes ahead-of-time host code: bind shapes, check, carve memory, call.

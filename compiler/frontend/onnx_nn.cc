@@ -49,8 +49,8 @@ absl::Status ConvertGemm(ImportContext& ctx) {
   if (has_c) {
     KILN_ASSIGN_OR_RETURN(ir::Expr c, ctx.Input(2));
     if (beta != 1.0f) {
-      KILN_ASSIGN_OR_RETURN(c, ctx.Emit("multiply", {c, ScalarConstant(beta, dtype)}, {},
-                                        name + "_c"));
+      KILN_ASSIGN_OR_RETURN(
+          c, ctx.Emit("multiply", {c, ScalarConstant(beta, dtype)}, {}, name + "_c"));
     }
     KILN_ASSIGN_OR_RETURN(y, ctx.Emit("add", {y, c}, {}, name));
   }
@@ -85,7 +85,8 @@ Converter ConvertSoftmax(const std::string& op) {
     PrimExpr inner = an.Simplify(Product(dims, axis, dims.size()));
     KILN_ASSIGN_OR_RETURN(ir::Expr flat, ctx.Emit("reshape", {x, ir::MakeShapeExpr({outer, inner})},
                                                   {}, name + "_2d"));
-    KILN_ASSIGN_OR_RETURN(ir::Expr y, ctx.Emit(op, {flat}, {{"axis", int64_t{1}}}, name + "_" + op));
+    KILN_ASSIGN_OR_RETURN(ir::Expr y,
+                          ctx.Emit(op, {flat}, {{"axis", int64_t{1}}}, name + "_" + op));
     return ctx.EmitOutput("reshape", {y, ir::MakeShapeExpr(dims)});
   };
 }
@@ -102,20 +103,22 @@ absl::Status ConvertEinsum(ImportContext& ctx) {
 
 }  // namespace
 
-absl::Status EmitMatmulOutput(ImportContext& ctx, const std::string& op,
-                              std::vector<ir::Expr> args, size_t a, size_t b) {
+absl::Status EmitMatmulOutput(ImportContext& ctx, const std::string& op, std::vector<ir::Expr> args,
+                              size_t a, size_t b) {
   const std::string& name = ctx.node().output(0);
   bool a_vector = args[a]->struct_info.ndim == 1, b_vector = args[b]->struct_info.ndim == 1;
   if (!a_vector && !b_vector) return ctx.EmitOutput(op, args);
   if (a_vector) {
     KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> k, KnownShape(args[a], "a 1-D operand"));
-    KILN_ASSIGN_OR_RETURN(args[a], ctx.Emit("reshape", {args[a], ir::MakeShapeExpr({IntImm(1), k[0]})},
-                                            {}, name + "_a2d"));
+    KILN_ASSIGN_OR_RETURN(
+        args[a],
+        ctx.Emit("reshape", {args[a], ir::MakeShapeExpr({IntImm(1), k[0]})}, {}, name + "_a2d"));
   }
   if (b_vector) {
     KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> k, KnownShape(args[b], "a 1-D operand"));
-    KILN_ASSIGN_OR_RETURN(args[b], ctx.Emit("reshape", {args[b], ir::MakeShapeExpr({k[0], IntImm(1)})},
-                                            {}, name + "_b2d"));
+    KILN_ASSIGN_OR_RETURN(
+        args[b],
+        ctx.Emit("reshape", {args[b], ir::MakeShapeExpr({k[0], IntImm(1)})}, {}, name + "_b2d"));
   }
   KILN_ASSIGN_OR_RETURN(ir::Expr y, ctx.Emit(op, args, {}, name + "_" + op));
   KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> dims, KnownShape(y, "the product"));

@@ -49,7 +49,8 @@ absl::StatusOr<std::vector<int64_t>> ConvKernel(ImportContext& ctx, int w_input)
     kernel.push_back(dim->int_value);
   }
   if (!info.shape || kernel.size() + 2 != info.shape->size()) {
-    return absl::InvalidArgumentError("kernel_shape is needed when the weight's shape is not known");
+    return absl::InvalidArgumentError(
+        "kernel_shape is needed when the weight's shape is not known");
   }
   return kernel;
 }
@@ -102,8 +103,8 @@ absl::StatusOr<ir::Attrs> PoolAttrs(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(size_t spatial, SpatialRank(ctx));
   std::vector<int64_t> kernel = ctx.IntsAttr("kernel_shape");
   if (kernel.size() != spatial) {
-    return absl::InvalidArgumentError(absl::StrCat("kernel_shape must have ", spatial,
-                                                   " entries, got ", kernel.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel_shape must have ", spatial, " entries, got ", kernel.size()));
   }
   ir::Attrs attrs = WindowAttrs(ctx, spatial, std::move(kernel));
   attrs["ceil_mode"] = ctx.IntAttr("ceil_mode", 0);
@@ -153,8 +154,8 @@ absl::Status ConvertMaxUnpool(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(size_t spatial, SpatialRank(ctx));
   std::vector<int64_t> kernel = ctx.IntsAttr("kernel_shape");
   if (kernel.size() != spatial) {
-    return absl::InvalidArgumentError(absl::StrCat("kernel_shape must have ", spatial,
-                                                   " entries, got ", kernel.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel_shape must have ", spatial, " entries, got ", kernel.size()));
   }
   ir::Attrs attrs = {
       {"kernel_shape", kernel},

@@ -69,7 +69,8 @@ absl::Status ConvertLrn(ImportContext& ctx) {
 
 absl::Status ConvertMeanVarianceNorm(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
-  std::vector<int64_t> axes = ctx.Attr("axes") ? ctx.IntsAttr("axes") : std::vector<int64_t>{0, 2, 3};
+  std::vector<int64_t> axes =
+      ctx.Attr("axes") ? ctx.IntsAttr("axes") : std::vector<int64_t>{0, 2, 3};
   return ctx.EmitOutput("mean_variance_normalization", {x}, {{"axes", axes}});
 }
 

@@ -103,14 +103,21 @@ absl::Status ConvertSoftmaxCrossEntropyLoss(ImportContext& ctx) {
 
 void RegisterReduceConverters(ConverterTable& table) {
   const std::pair<const char*, const char*> reductions[] = {
-      {"ReduceSum", "reduce_sum"},          {"ReduceMean", "reduce_mean"},
-      {"ReduceMax", "reduce_max"},          {"ReduceMin", "reduce_min"},
-      {"ReduceProd", "reduce_prod"},        {"ReduceL1", "reduce_l1"},
-      {"ReduceL2", "reduce_l2"},            {"ReduceLogSum", "reduce_log_sum"},
-      {"ReduceLogSumExp", "reduce_log_sum_exp"}, {"ReduceSumSquare", "reduce_sum_square"},
+      {"ReduceSum", "reduce_sum"},
+      {"ReduceMean", "reduce_mean"},
+      {"ReduceMax", "reduce_max"},
+      {"ReduceMin", "reduce_min"},
+      {"ReduceProd", "reduce_prod"},
+      {"ReduceL1", "reduce_l1"},
+      {"ReduceL2", "reduce_l2"},
+      {"ReduceLogSum", "reduce_log_sum"},
+      {"ReduceLogSumExp", "reduce_log_sum_exp"},
+      {"ReduceSumSquare", "reduce_sum_square"},
   };
   for (const auto& [onnx_name, op] : reductions) {
-    table[onnx_name] = [op = std::string(op)](ImportContext& ctx) { return ConvertReduce(op, ctx); };
+    table[onnx_name] = [op = std::string(op)](ImportContext& ctx) {
+      return ConvertReduce(op, ctx);
+    };
   }
   table["NegativeLogLikelihoodLoss"] = ConvertNLLLoss;
   table["SoftmaxCrossEntropyLoss"] = ConvertSoftmaxCrossEntropyLoss;

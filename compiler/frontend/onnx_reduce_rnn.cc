@@ -18,11 +18,11 @@ struct ActivationDefaults {
 
 // The activations ONNX recurrent ops accept, with their operators' default parameters.
 const ActivationDefaults kActivations[] = {
-    {"relu", false, false, 0, 0},           {"tanh", false, false, 0, 0},
-    {"sigmoid", false, false, 0, 0},        {"affine", true, true, 1.0, 0.0},
-    {"leakyrelu", true, false, 0.01, 0},    {"thresholdedrelu", true, false, 1.0, 0},
-    {"scaledtanh", true, true, 1.0, 1.0},   {"hardsigmoid", true, true, 0.2, 0.5},
-    {"elu", true, false, 1.0, 0},           {"softsign", false, false, 0, 0},
+    {"relu", false, false, 0, 0},         {"tanh", false, false, 0, 0},
+    {"sigmoid", false, false, 0, 0},      {"affine", true, true, 1.0, 0.0},
+    {"leakyrelu", true, false, 0.01, 0},  {"thresholdedrelu", true, false, 1.0, 0},
+    {"scaledtanh", true, true, 1.0, 1.0}, {"hardsigmoid", true, true, 0.2, 0.5},
+    {"elu", true, false, 1.0, 0},         {"softsign", false, false, 0, 0},
     {"softplus", false, false, 0, 0},
 };
 
@@ -42,8 +42,8 @@ absl::Status AddActivations(const ImportContext& ctx, std::vector<std::string> d
     names.insert(names.end(), names.begin(), names.end());
   }
   if (names.size() != defaults.size() * dirs) {
-    return absl::InvalidArgumentError(absl::StrCat("expected ", defaults.size() * dirs,
-                                                   " activations, got ", names.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", defaults.size() * dirs, " activations, got ", names.size()));
   }
   std::vector<float> alphas = ctx.FloatsAttr("activation_alpha");
   std::vector<float> betas = ctx.FloatsAttr("activation_beta");
@@ -56,7 +56,8 @@ absl::Status AddActivations(const ImportContext& ctx, std::vector<std::string> d
       if (name == a.name) def = &a;
     }
     if (!def) return absl::InvalidArgumentError(absl::StrCat("unknown activation '", name, "'"));
-    alpha.push_back(def->uses_alpha && next_alpha < alphas.size() ? alphas[next_alpha++] : def->alpha);
+    alpha.push_back(def->uses_alpha && next_alpha < alphas.size() ? alphas[next_alpha++]
+                                                                  : def->alpha);
     beta.push_back(def->uses_beta && next_beta < betas.size() ? betas[next_beta++] : def->beta);
   }
   attrs["activations"] = names;
@@ -82,9 +83,8 @@ absl::Status ConvertRecurrent(const std::string& op, ImportContext& ctx) {
     hidden = (*r.shape)[2]->int_value;  // R is [num_directions, gates * hidden, hidden]
   }
   if (hidden <= 0) return absl::InvalidArgumentError("hidden_size must be given and positive");
-  ir::Attrs attrs = {{"hidden_size", hidden},
-                     {"direction", direction},
-                     {"layout", ctx.IntAttr("layout", 0)}};
+  ir::Attrs attrs = {
+      {"hidden_size", hidden}, {"direction", direction}, {"layout", ctx.IntAttr("layout", 0)}};
   if (ctx.Attr("clip")) attrs["clip"] = static_cast<double>(ctx.FloatAttr("clip", 0));
   std::vector<std::string> defaults = {"tanh"};
   if (op == "gru") {

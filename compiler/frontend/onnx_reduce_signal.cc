@@ -62,7 +62,9 @@ void RegisterSignalConverters(ConverterTable& table) {
   table["STFT"] = ConvertSTFT;
   table["HannWindow"] = [](ImportContext& ctx) { return ConvertWindow("hann_window", ctx); };
   table["HammingWindow"] = [](ImportContext& ctx) { return ConvertWindow("hamming_window", ctx); };
-  table["BlackmanWindow"] = [](ImportContext& ctx) { return ConvertWindow("blackman_window", ctx); };
+  table["BlackmanWindow"] = [](ImportContext& ctx) {
+    return ConvertWindow("blackman_window", ctx);
+  };
   table["MelWeightMatrix"] = ConvertMelWeightMatrix;
 }
 

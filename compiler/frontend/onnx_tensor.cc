@@ -54,7 +54,14 @@ static absl::Status CopyField(const Field& field, ir::NDArray& out) {
     return absl::InvalidArgumentError(
         absl::StrCat("has ", field.size(), " values for ", out.num_elements(), " elements"));
   }
-  for (int i = 0; i < field.size(); ++i) out.SetDouble(i, static_cast<double>(field.Get(i)));
+  for (int i = 0; i < field.size(); ++i) {
+    // Integers go straight in: int64 values beyond 2^53 must not pass through a double.
+    if constexpr (std::is_integral_v<std::decay_t<decltype(field.Get(i))>>) {
+      out.SetInt(i, static_cast<int64_t>(field.Get(i)));
+    } else {
+      out.SetDouble(i, field.Get(i));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -107,7 +114,11 @@ absl::StatusOr<ir::NDArray> NDArrayFromConstantAttr(const onnx::AttributeProto& 
   if (name == "value_float" || name == "value_int") {
     ir::NDArray out =
         ir::NDArray::Zeros(name == "value_float" ? DataType::Float(32) : DataType::Int(64), {});
-    out.SetDouble(0, name == "value_float" ? attr.f() : static_cast<double>(attr.i()));
+    if (name == "value_float") {
+      out.SetDouble(0, attr.f());
+    } else {
+      out.SetInt(0, attr.i());
+    }
     return out;
   }
   if (name == "value_floats" || name == "value_ints") {
@@ -115,7 +126,11 @@ absl::StatusOr<ir::NDArray> NDArrayFromConstantAttr(const onnx::AttributeProto& 
     int64_t n = floats ? attr.floats_size() : attr.ints_size();
     ir::NDArray out = ir::NDArray::Zeros(floats ? DataType::Float(32) : DataType::Int(64), {n});
     for (int64_t i = 0; i < n; ++i) {
-      out.SetDouble(i, floats ? attr.floats(i) : static_cast<double>(attr.ints(i)));
+      if (floats) {
+        out.SetDouble(i, attr.floats(i));
+      } else {
+        out.SetInt(i, attr.ints(i));
+      }
     }
     return out;
   }

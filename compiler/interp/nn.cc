@@ -16,11 +16,11 @@ absl::StatusOr<Shape> MatmulShape(const ir::ExprNode& call, const Shape& a, cons
   size_t ra = a.size(), rb = b.size();
   if (ra < 2 || rb < 2) return KernelError(call, "operands must have rank >= 2");
   if (b[rb - 2] != a[ra - 1]) {
-    return KernelError(call, absl::StrCat("inner dimensions differ: ", a[ra - 1], " and ",
-                                          b[rb - 2]));
+    return KernelError(call,
+                       absl::StrCat("inner dimensions differ: ", a[ra - 1], " and ", b[rb - 2]));
   }
-  KILN_ASSIGN_OR_RETURN(Shape out, BroadcastShape(Shape(a.begin(), a.end() - 2),
-                                                  Shape(b.begin(), b.end() - 2)));
+  KILN_ASSIGN_OR_RETURN(
+      Shape out, BroadcastShape(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2)));
   out.push_back(a[ra - 2]);
   out.push_back(b[rb - 1]);
   return out;
@@ -145,9 +145,7 @@ std::vector<double> ToDoubles(const NDArray& a, const NDArray* zero_point, int64
   return out;
 }
 
-double ParamAt(const NDArray& p, int64_t i) {
-  return p.GetDouble(p.num_elements() == 1 ? 0 : i);
-}
+double ParamAt(const NDArray& p, int64_t i) { return p.GetDouble(p.num_elements() == 1 ? 0 : i); }
 
 double QuantizeValue(double v, DataType dtype) {
   double lo = 0, hi = 0;
@@ -174,9 +172,11 @@ void ForEachGroup(const Shape& shape, const std::vector<bool>& reduced,
   });
 }
 
-absl::StatusOr<std::pair<Shape, std::vector<double>>> MatmulDoubles(
-    const ir::ExprNode& call, const std::vector<double>& a, const Shape& a_shape,
-    const std::vector<double>& b, const Shape& b_shape) {
+absl::StatusOr<std::pair<Shape, std::vector<double>>> MatmulDoubles(const ir::ExprNode& call,
+                                                                    const std::vector<double>& a,
+                                                                    const Shape& a_shape,
+                                                                    const std::vector<double>& b,
+                                                                    const Shape& b_shape) {
   KILN_ASSIGN_OR_RETURN(Shape shape, MatmulShape(call, a_shape, b_shape));
   std::vector<double> out(ir::ShapeProduct(shape), 0);
   ForEachMatmulTerm(a_shape, b_shape,

@@ -129,9 +129,8 @@ absl::StatusOr<Value> Conv(const ir::ExprNode& call, const std::vector<Value>& a
   KILN_ASSIGN_OR_RETURN(const NDArray* x, TensorArg(call, args, 0));
   KILN_ASSIGN_OR_RETURN(const NDArray* w, TensorArg(call, args, 1));
   bool transpose = call.name == "conv_transpose";
-  KILN_ASSIGN_OR_RETURN(ConvResult y,
-                        ConvDoubles(call, ToDoubles(*x), x->shape, ToDoubles(*w), w->shape,
-                                    transpose));
+  KILN_ASSIGN_OR_RETURN(
+      ConvResult y, ConvDoubles(call, ToDoubles(*x), x->shape, ToDoubles(*w), w->shape, transpose));
   if (args.size() > 2 && !args[2].is_none()) AddBias(y.first, args[2].tensor(), y.second);
   return Value(ToArray(x->dtype, y.first, y.second));
 }
@@ -186,8 +185,8 @@ absl::StatusOr<std::pair<Shape, std::vector<double>>> ConvDoubles(
   }
   Shape shape = {n, m};
   shape.insert(shape.end(), g.out.begin(), g.out.end());
-  std::vector<double> y = transpose ? ConvBackward(g, x, w, n, c, m, group)
-                                    : ConvForward(g, x, w, n, c, m, group);
+  std::vector<double> y =
+      transpose ? ConvBackward(g, x, w, n, c, m, group) : ConvForward(g, x, w, n, c, m, group);
   return std::make_pair(shape, std::move(y));
 }
 

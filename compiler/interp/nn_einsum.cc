@@ -1,9 +1,10 @@
 // Reference kernel for einsum: every combination of label values contributes the product
 // of the operands' elements to the output element its output labels select.
+#include "compiler/op/nn_einsum.h"
+
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/interp/nn_kernels.h"
-#include "compiler/op/nn_einsum.h"
 #include "compiler/op/op_def.h"
 
 namespace kiln::interp {
@@ -76,7 +77,9 @@ absl::StatusOr<Value> Einsum(const ir::ExprNode& call, const std::vector<Value>&
     if (dtype.is_float()) {
       out.SetDouble(i, acc[i]);
     } else {
-      DispatchDType(dtype, [&](auto tag) { out.data<decltype(tag)>()[i] = static_cast<decltype(tag)>(iacc[i]); });
+      DispatchDType(dtype, [&](auto tag) {
+        out.data<decltype(tag)>()[i] = static_cast<decltype(tag)>(iacc[i]);
+      });
     }
   }
   return Value(std::move(out));

@@ -30,9 +30,11 @@ void ForEachGroup(const Shape& shape, const std::vector<bool>& reduced,
                   const std::function<void(const std::vector<int64_t>&)>& fn);
 
 // numpy matmul of doubles: a [..., m, k] times b [..., k, n] with batch broadcasting.
-absl::StatusOr<std::pair<Shape, std::vector<double>>> MatmulDoubles(
-    const ir::ExprNode& call, const std::vector<double>& a, const Shape& a_shape,
-    const std::vector<double>& b, const Shape& b_shape);
+absl::StatusOr<std::pair<Shape, std::vector<double>>> MatmulDoubles(const ir::ExprNode& call,
+                                                                    const std::vector<double>& a,
+                                                                    const Shape& a_shape,
+                                                                    const std::vector<double>& b,
+                                                                    const Shape& b_shape);
 
 // Convolution (or its transpose) of doubles, with the call's window attrs and group:
 // x [N, C, in...], w [M, C / group, k...] (transposed: [C, M / group, k...]).

@@ -67,8 +67,7 @@ absl::StatusOr<std::vector<const NDArray*>> Tensors(const ir::ExprNode& call,
 absl::StatusOr<Value> BatchNorm(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(auto t, Tensors(call, args, 5));
   double epsilon = op::GetFloatAttr(call.attrs, "epsilon", 1e-5);
-  return Value(NormalizeChannels(*t[0], *t[1], *t[2], ToDoubles(*t[3]), ToDoubles(*t[4]),
-                                 epsilon));
+  return Value(NormalizeChannels(*t[0], *t[1], *t[2], ToDoubles(*t[3]), ToDoubles(*t[4]), epsilon));
 }
 
 // The training form normalizes with the batch's own statistics and returns the running
@@ -89,8 +88,8 @@ absl::StatusOr<Value> BatchNormTraining(const ir::ExprNode& call, const std::vec
     running_var.SetDouble(c, t[4]->GetDouble(c) * momentum + var[c] * (1 - momentum));
   }
   NDArray y = NormalizeChannels(*t[0], *t[1], *t[2], mean, var, epsilon);
-  return Value::Tuple({Value(std::move(y)), Value(std::move(running_mean)),
-                       Value(std::move(running_var))});
+  return Value::Tuple(
+      {Value(std::move(y)), Value(std::move(running_mean)), Value(std::move(running_var))});
 }
 
 // instance_normalization(x, scale, bias): statistics per [n, c] over the spatial dims.

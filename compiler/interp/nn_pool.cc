@@ -91,7 +91,8 @@ absl::StatusOr<Value> MaxPoolIndices(const ir::ExprNode& call, const std::vector
     }
     if (!column_major || best < 0) return static_cast<double>(base + best);
     int64_t flat = 0;
-    for (size_t d = 0; d < in.size(); ++d) flat += (best / strides[d]) % in[d] * reversed_strides[d];
+    for (size_t d = 0; d < in.size(); ++d)
+      flat += (best / strides[d]) % in[d] * reversed_strides[d];
     return static_cast<double>(base + flat);
   };
   KILN_ASSIGN_OR_RETURN(NDArray out, Pool(call, *x, DataType::Int(64), fn));

@@ -118,9 +118,8 @@ absl::StatusOr<Value> QLinearMatmul(const ir::ExprNode& call, const std::vector<
   if (a.shape.size() < 2 || b.shape.size() < 2) {
     return KernelError(call, "operands must have rank >= 2");
   }
-  KILN_ASSIGN_OR_RETURN(
-      auto y, MatmulDoubles(call, ToDoubles(a, t[2], a.shape.size() - 2), a.shape,
-                            ToDoubles(b, t[5], b.shape.size() - 1), b.shape));
+  KILN_ASSIGN_OR_RETURN(auto y, MatmulDoubles(call, ToDoubles(a, t[2], a.shape.size() - 2), a.shape,
+                                              ToDoubles(b, t[5], b.shape.size() - 1), b.shape));
   const Shape& shape = y.first;
   int64_t m = shape[shape.size() - 2], n = shape.back();
   NDArray out = NDArray::Zeros(t[7]->dtype, shape);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
@@ -27,12 +28,18 @@ double FinishFloat(ReduceKind kind, const std::vector<double>& v) {
   auto sq = [](double x) { return x * x; };
   double inf = std::numeric_limits<double>::infinity();
   switch (kind) {
-    case ReduceKind::kSum: return Sum(v, id);
-    case ReduceKind::kMean: return Sum(v, id) / static_cast<double>(v.size());
-    case ReduceKind::kL1: return Sum(v, [](double x) { return std::abs(x); });
-    case ReduceKind::kL2: return std::sqrt(Sum(v, sq));
-    case ReduceKind::kSumSquare: return Sum(v, sq);
-    case ReduceKind::kLogSum: return std::log(Sum(v, id));
+    case ReduceKind::kSum:
+      return Sum(v, id);
+    case ReduceKind::kMean:
+      return Sum(v, id) / static_cast<double>(v.size());
+    case ReduceKind::kL1:
+      return Sum(v, [](double x) { return std::abs(x); });
+    case ReduceKind::kL2:
+      return std::sqrt(Sum(v, sq));
+    case ReduceKind::kSumSquare:
+      return Sum(v, sq);
+    case ReduceKind::kLogSum:
+      return std::log(Sum(v, id));
     case ReduceKind::kProd: {
       double p = 1;
       for (double x : v) p *= x;
@@ -63,8 +70,7 @@ double FinishFloat(ReduceKind kind, const std::vector<double>& v) {
 
 // Integer reductions stay in int64 where they can, so values beyond 2^53 survive; the
 // rest (mean, l2, logs) go through double and truncate, as numpy's astype does.
-int64_t FinishInt(ReduceKind kind, const std::vector<int64_t>& v, int64_t lowest,
-                  int64_t highest) {
+int64_t FinishInt(ReduceKind kind, const std::vector<int64_t>& v, int64_t lowest, int64_t highest) {
   int64_t r = 0;
   switch (kind) {
     case ReduceKind::kSum:
@@ -104,35 +110,37 @@ std::vector<int64_t> AxesOf(const ir::ExprNode& call, const std::vector<Value>& 
   return op::GetIntsAttr(call.attrs, "axes");
 }
 
-// Writes each output element's reduction of the input values that land on it.
-template <typename T>
-NDArray ReduceValues(ReduceKind kind, const NDArray& x, const std::vector<bool>& reduced,
-                     const Shape& kept_shape, const Shape& out_shape) {
-  int64_t count = ir::ShapeProduct(kept_shape);
+// For each output element (row-major over `kept_shape`, the input shape with reduced dims
+// set to 1), the offsets of the input elements that land on it.
+std::vector<std::vector<int64_t>> Groups(const Shape& in_shape, const std::vector<bool>& reduced,
+                                         const Shape& kept_shape) {
+  std::vector<std::vector<int64_t>> groups(ir::ShapeProduct(kept_shape));
   Shape strides = Strides(kept_shape);
-  std::vector<std::vector<T>> groups(count);
-  const T* px = x.data<T>();
   int64_t i = 0;
-  ForEachIndex(x.shape, [&](const Index& idx) {
+  ForEachIndex(in_shape, [&](const Index& idx) {
     Index o = idx;
     for (size_t d = 0; d < o.size(); ++d) {
       if (reduced[d]) o[d] = 0;
     }
-    groups[Offset(o, strides)].push_back(px[i++]);
+    groups[Offset(o, strides)].push_back(i++);
   });
-  NDArray out = NDArray::Zeros(x.dtype, out_shape);
+  return groups;
+}
+
+// Integer inputs, read with their own type so that int64 values stay exact.
+template <typename T>
+void ReduceInts(ReduceKind kind, const NDArray& x, const std::vector<std::vector<int64_t>>& groups,
+                NDArray& out) {
+  const T* px = x.data<T>();
   T* po = out.data<T>();
-  for (int64_t k = 0; k < count; ++k) {
-    if constexpr (std::is_floating_point_v<T>) {
-      std::vector<double> v(groups[k].begin(), groups[k].end());
-      po[k] = static_cast<T>(FinishFloat(kind, v));
-    } else {
-      std::vector<int64_t> v(groups[k].begin(), groups[k].end());
-      po[k] = static_cast<T>(FinishInt(kind, v, std::numeric_limits<T>::lowest(),
-                                       static_cast<int64_t>(std::numeric_limits<T>::max())));
-    }
+  for (size_t k = 0; k < groups.size(); ++k) {
+    std::vector<int64_t> v;
+    for (int64_t i : groups[k]) v.push_back(static_cast<int64_t>(px[i]));
+    po[k] = static_cast<T>(
+        FinishInt(kind, v, std::numeric_limits<T>::lowest(),
+                  static_cast<int64_t>(std::min<uint64_t>(std::numeric_limits<T>::max(),
+                                                          std::numeric_limits<int64_t>::max()))));
   }
-  return out;
 }
 
 absl::StatusOr<Value> Reduce(ReduceKind kind, const ir::ExprNode& call,
@@ -149,25 +157,38 @@ absl::StatusOr<Value> Reduce(ReduceKind kind, const ir::ExprNode& call,
     kept_shape.push_back(reduced[d] ? 1 : x->shape[d]);
     if (!reduced[d] || keepdims) out_shape.push_back(kept_shape.back());
   }
-  std::optional<NDArray> out;
-  bool supported = x->dtype != arith::DataType::Bool() && DispatchDType(x->dtype, [&](auto t) {
-    using T = decltype(t);
-    if constexpr (!std::is_same_v<T, bool>) {
-      out = ReduceValues<T>(kind, *x, reduced, kept_shape, out_shape);
+  std::vector<std::vector<int64_t>> groups = Groups(x->shape, reduced, kept_shape);
+  NDArray out = NDArray::Zeros(x->dtype, out_shape);
+  if (x->dtype.is_float()) {  // f16, f32, f64 alike: math in double, rounded once
+    for (size_t k = 0; k < groups.size(); ++k) {
+      std::vector<double> v;
+      for (int64_t i : groups[k]) v.push_back(x->GetDouble(i));
+      out.SetDouble(k, FinishFloat(kind, v));
     }
-  });
-  if (!supported || !out) return KernelError(call, "unsupported dtype " + x->dtype.ToString());
-  return Value(*std::move(out));
+    return Value(std::move(out));
+  }
+  bool supported = x->dtype.is_int() && DispatchDType(x->dtype, [&](auto t) {
+                     using T = decltype(t);
+                     if constexpr (!std::is_same_v<T, bool> && !std::is_floating_point_v<T>) {
+                       ReduceInts<T>(kind, *x, groups, out);
+                     }
+                   });
+  if (!supported) return KernelError(call, "unsupported dtype " + x->dtype.ToString());
+  return Value(std::move(out));
 }
 
 }  // namespace
 
 void RegisterReduceKernels(KernelTable& table) {
   const std::pair<const char*, ReduceKind> reductions[] = {
-      {"reduce_sum", ReduceKind::kSum},          {"reduce_mean", ReduceKind::kMean},
-      {"reduce_max", ReduceKind::kMax},          {"reduce_min", ReduceKind::kMin},
-      {"reduce_prod", ReduceKind::kProd},        {"reduce_l1", ReduceKind::kL1},
-      {"reduce_l2", ReduceKind::kL2},            {"reduce_log_sum", ReduceKind::kLogSum},
+      {"reduce_sum", ReduceKind::kSum},
+      {"reduce_mean", ReduceKind::kMean},
+      {"reduce_max", ReduceKind::kMax},
+      {"reduce_min", ReduceKind::kMin},
+      {"reduce_prod", ReduceKind::kProd},
+      {"reduce_l1", ReduceKind::kL1},
+      {"reduce_l2", ReduceKind::kL2},
+      {"reduce_log_sum", ReduceKind::kLogSum},
       {"reduce_log_sum_exp", ReduceKind::kLogSumExp},
       {"reduce_sum_square", ReduceKind::kSumSquare},
   };

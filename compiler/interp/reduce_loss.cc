@@ -91,8 +91,8 @@ absl::StatusOr<Value> SoftmaxCrossEntropyLoss(const ir::ExprNode& call,
   KILN_ASSIGN_OR_RETURN(const NDArray* labels, TensorArg(call, args, 1));
   if (scores->shape.size() < 2) return KernelError(call, "scores must have rank >= 2");
   std::vector<double> log_prob = LogSoftmaxAxis1(*scores);
-  KILN_ASSIGN_OR_RETURN(NDArray loss, NegativeLogLikelihood(call, log_prob, scores->shape,
-                                                            *labels, args[2], scores->dtype));
+  KILN_ASSIGN_OR_RETURN(NDArray loss, NegativeLogLikelihood(call, log_prob, scores->shape, *labels,
+                                                            args[2], scores->dtype));
   NDArray log_prob_out = NDArray::Zeros(scores->dtype, scores->shape);
   for (size_t i = 0; i < log_prob.size(); ++i) log_prob_out.SetDouble(i, log_prob[i]);
   return Value::Tuple({Value(std::move(loss)), Value(std::move(log_prob_out))});

@@ -125,8 +125,8 @@ Vec Slice(const Value& v, int64_t offset, int64_t n) {
 }
 
 // Reads direction `dir`'s weights, biases, peepholes and activations.
-Cell MakeCell(const ir::ExprNode& call, const std::vector<Value>& args, int64_t gates,
-              int64_t dir, int64_t input) {
+Cell MakeCell(const ir::ExprNode& call, const std::vector<Value>& args, int64_t gates, int64_t dir,
+              int64_t input) {
   Cell c;
   c.call = &call;
   c.gates = gates;
@@ -144,8 +144,8 @@ Cell MakeCell(const ir::ExprNode& call, const std::vector<Value>& args, int64_t 
   int per_dir = gates == 4 ? 3 : gates == 3 ? 2 : 1;
   for (int k = 0; k < per_dir; ++k) {
     size_t at = dir * per_dir + k;
-    c.acts.push_back({at < names.size() ? names[at] : "",
-                      at < alpha.size() ? alpha[at] : 0.0, at < beta.size() ? beta[at] : 0.0});
+    c.acts.push_back({at < names.size() ? names[at] : "", at < alpha.size() ? alpha[at] : 0.0,
+                      at < beta.size() ? beta[at] : 0.0});
   }
   if (op::HasAttr(call.attrs, "clip")) c.clip = op::GetFloatAttr(call.attrs, "clip", 0);
   c.linear_before_reset = op::GetIntAttr(call.attrs, "linear_before_reset", 0) != 0;
@@ -157,8 +157,8 @@ Cell MakeCell(const ir::ExprNode& call, const std::vector<Value>& args, int64_t 
 absl::Status CheckSizes(const ir::ExprNode& call, const std::vector<Value>& args, int64_t dirs,
                         int64_t rows, int64_t input, int64_t hidden, int64_t batch) {
   const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
-  int64_t expected[] = {0, dirs * rows * input, dirs * rows * hidden, dirs * 2 * rows, batch,
-                        dirs * batch * hidden, dirs * batch * hidden, dirs * 3 * hidden};
+  int64_t expected[] = {0,     dirs * rows * input,   dirs * rows * hidden,  dirs * 2 * rows,
+                        batch, dirs * batch * hidden, dirs * batch * hidden, dirs * 3 * hidden};
   for (size_t i = 1; i < args.size(); ++i) {
     if (!args[i].is_tensor()) {
       if (i < 3) return KernelError(call, absl::StrCat(names[i], " must be a tensor"));
@@ -166,7 +166,8 @@ absl::Status CheckSizes(const ir::ExprNode& call, const std::vector<Value>& args
     }
     int64_t n = args[i].tensor().num_elements();
     if (n != expected[i]) {
-      return KernelError(call, absl::StrCat(names[i], " has ", n, " elements, expected ", expected[i]));
+      return KernelError(call,
+                         absl::StrCat(names[i], " has ", n, " elements, expected ", expected[i]));
     }
   }
   return absl::OkStatus();
@@ -185,7 +186,8 @@ absl::StatusOr<Value> Recurrent(const std::string& op, int64_t gates, const ir::
   KILN_RETURN_IF_ERROR(CheckSizes(call, args, dirs, gates * hidden, input, hidden, batch));
   // Offsets of Y's and the final states' rows in either layout.
   auto y_at = [&](int64_t t, int64_t d, int64_t b) {
-    return batch_first ? ((b * seq + t) * dirs + d) * hidden : ((t * dirs + d) * batch + b) * hidden;
+    return batch_first ? ((b * seq + t) * dirs + d) * hidden
+                       : ((t * dirs + d) * batch + b) * hidden;
   };
   auto state_at = [&](int64_t d, int64_t b) {
     return batch_first ? (b * dirs + d) * hidden : (d * batch + b) * hidden;
@@ -199,9 +201,13 @@ absl::StatusOr<Value> Recurrent(const std::string& op, int64_t gates, const ir::
     bool reverse = direction == "reverse" || d == 1;
     for (int64_t b = 0; b < batch; ++b) {
       int64_t len = args[4].is_tensor() ? args[4].tensor().GetInt(b) : seq;
-      if (len < 0 || len > seq) return KernelError(call, absl::StrCat("sequence length ", len, " out of range"));
+      if (len < 0 || len > seq) {
+        return KernelError(call, absl::StrCat("sequence length ", len, " out of range"));
+      }
       std::vector<Vec> state;
-      for (int s = 0; s < num_states; ++s) state.push_back(Slice(args[5 + s], state_at(d, b), hidden));
+      for (int s = 0; s < num_states; ++s) {
+        state.push_back(Slice(args[5 + s], state_at(d, b), hidden));
+      }
       for (int64_t step = 0; step < len; ++step) {
         int64_t t = reverse ? len - 1 - step : step;
         int64_t x_at = (batch_first ? b * seq + t : t * batch + b) * input;

@@ -14,6 +14,17 @@ namespace {
 
 using Complex = std::complex<double>;
 
+// Argument i, which must hold exactly one element; `fallback` when it is omitted (none).
+absl::StatusOr<double> ScalarArg(const ir::ExprNode& call, const std::vector<Value>& args, size_t i,
+                                 double fallback) {
+  if (i >= args.size() || args[i].is_none()) return fallback;
+  KILN_ASSIGN_OR_RETURN(const NDArray* a, TensorArg(call, args, i));
+  if (a->num_elements() != 1) {
+    return KernelError(call, absl::StrCat("argument ", i, " must be a scalar"));
+  }
+  return a->GetDouble(0);
+}
+
 // Determinant by Gaussian elimination with partial pivoting.
 double Determinant(std::vector<double> a, int64_t n) {
   double det = 1;
@@ -78,7 +89,8 @@ absl::StatusOr<Value> DFT(const ir::ExprNode& call, const std::vector<Value>& ar
   bool inverse = op::GetIntAttr(call.attrs, "inverse", 0) != 0;
   bool onesided = op::GetIntAttr(call.attrs, "onesided", 0) != 0;
   int64_t parts = x->shape.back(), n_in = x->shape[axis];
-  int64_t n = args[1].is_tensor() ? args[1].tensor().GetInt(0) : n_in;
+  KILN_ASSIGN_OR_RETURN(double length, ScalarArg(call, args, 1, n_in));
+  int64_t n = static_cast<int64_t>(length);
   if (n <= 0) return KernelError(call, "dft_length must be positive");
   int64_t bins = onesided ? n / 2 + 1 : n;
   Shape out_shape = x->shape, outer = x->shape;
@@ -108,14 +120,14 @@ absl::StatusOr<Value> DFT(const ir::ExprNode& call, const std::vector<Value>& ar
 
 absl::StatusOr<Value> STFT(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* x, TensorArg(call, args, 0));
-  KILN_ASSIGN_OR_RETURN(const NDArray* step_arg, TensorArg(call, args, 1));
   if (x->shape.size() != 3) return KernelError(call, "signal must be 3-D");
   int64_t batch = x->shape[0], length = x->shape[1], parts = x->shape[2];
-  int64_t step = step_arg->GetInt(0);
+  KILN_ASSIGN_OR_RETURN(double step_arg, ScalarArg(call, args, 1, 0));
+  int64_t step = static_cast<int64_t>(step_arg);
   const NDArray* window = args[2].is_tensor() ? &args[2].tensor() : nullptr;
-  int64_t frame = args[3].is_tensor() ? args[3].tensor().GetInt(0)
-                  : window        ? window->num_elements()
-                                  : -1;
+  KILN_ASSIGN_OR_RETURN(double frame_arg,
+                        ScalarArg(call, args, 3, window ? window->num_elements() : -1));
+  int64_t frame = static_cast<int64_t>(frame_arg);
   if (frame <= 0 || step <= 0 || frame > length) {
     return KernelError(call, "frame_length and frame_step must be positive and fit the signal");
   }
@@ -153,9 +165,9 @@ absl::StatusOr<arith::DataType> DTypeAttr(const ir::ExprNode& call) {
 // into the coefficients; N is the size when periodic, size - 1 when symmetric.
 absl::StatusOr<Value> Window(const std::vector<double>& coeffs, const ir::ExprNode& call,
                              const std::vector<Value>& args) {
-  KILN_ASSIGN_OR_RETURN(const NDArray* size_arg, TensorArg(call, args, 0));
   KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
-  int64_t size = size_arg->GetInt(0);
+  KILN_ASSIGN_OR_RETURN(double size_arg, ScalarArg(call, args, 0, -1));
+  int64_t size = static_cast<int64_t>(size_arg);
   if (size < 0) return KernelError(call, "size must not be negative");
   bool periodic = op::GetIntAttr(call.attrs, "periodic", 1) != 0;
   double period = static_cast<double>(periodic ? size : size - 1);
@@ -173,18 +185,19 @@ absl::StatusOr<Value> Window(const std::vector<double>& coeffs, const ir::ExprNo
 // Triangular filters evenly spaced on the mel scale, computed the way the ONNX reference
 // does (float32 mel edges, then double), so that bin boundaries fall identically.
 absl::StatusOr<Value> MelWeightMatrix(const ir::ExprNode& call, const std::vector<Value>& args) {
-  std::vector<const NDArray*> a(5);
+  std::vector<double> a(5);
   for (size_t i = 0; i < 5; ++i) {
-    KILN_ASSIGN_OR_RETURN(a[i], TensorArg(call, args, i));
+    KILN_ASSIGN_OR_RETURN(a[i], ScalarArg(call, args, i, -1));
   }
   KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
-  int64_t mel_bins = a[0]->GetInt(0), dft_length = a[1]->GetInt(0), rate = a[2]->GetInt(0);
+  int64_t mel_bins = static_cast<int64_t>(a[0]), dft_length = static_cast<int64_t>(a[1]);
+  int64_t rate = static_cast<int64_t>(a[2]);
   if (mel_bins <= 0 || dft_length <= 0 || rate <= 0) {
     return KernelError(call, "num_mel_bins, dft_length and sample_rate must be positive");
   }
   auto mel = [](float hz) { return 2595.0f * std::log10(1.0f + hz / 700.0f); };
-  float low = mel(static_cast<float>(a[3]->GetDouble(0)));
-  float high = mel(static_cast<float>(a[4]->GetDouble(0)));
+  float low = mel(static_cast<float>(a[3]));
+  float high = mel(static_cast<float>(a[4]));
   float step = (high - low) / static_cast<float>(mel_bins + 2);
   std::vector<int64_t> edges(mel_bins + 2);
   for (int64_t i = 0; i < mel_bins + 2; ++i) {

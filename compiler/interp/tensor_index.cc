@@ -119,6 +119,15 @@ void Combine(NDArray& out, int64_t o, const NDArray& updates, int64_t u,
   });
 }
 
+// Reductions compute in the element type, which must be one DispatchDType knows.
+absl::StatusOr<std::string> ReductionAttr(const ir::ExprNode& call, DataType dtype) {
+  std::string reduction = op::GetStringAttr(call.attrs, "reduction", "none");
+  if (reduction != "none" && !DispatchDType(dtype, [](auto) {})) {
+    return KernelError(call, "reduction " + reduction + " does not support " + dtype.ToString());
+  }
+  return reduction;
+}
+
 absl::StatusOr<Value> ScatterElements(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* data, TensorArg(call, args, 0));
   KILN_ASSIGN_OR_RETURN(const NDArray* indices, TensorArg(call, args, 1));
@@ -127,7 +136,7 @@ absl::StatusOr<Value> ScatterElements(const ir::ExprNode& call, const std::vecto
     return KernelError(call, "indices and updates must have one shape, of the data's rank");
   }
   KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(call, data->shape.size()));
-  std::string reduction = op::GetStringAttr(call.attrs, "reduction", "none");
+  KILN_ASSIGN_OR_RETURN(std::string reduction, ReductionAttr(call, data->dtype));
   NDArray out = *data;
   Shape strides = Strides(data->shape);
   int64_t i = 0;
@@ -159,7 +168,7 @@ absl::StatusOr<Value> ScatterND(const ir::ExprNode& call, const std::vector<Valu
   Shape expect(is.begin(), is.end() - 1);
   expect.insert(expect.end(), ds.begin() + k, ds.end());
   if (updates->shape != expect) return KernelError(call, "updates have the wrong shape");
-  std::string reduction = op::GetStringAttr(call.attrs, "reduction", "none");
+  KILN_ASSIGN_OR_RETURN(std::string reduction, ReductionAttr(call, data->dtype));
   NDArray out = *data;
   Shape strides = Strides(ds);
   int64_t slice = Product(ds, k, ds.size()), count = Product(is, 0, is.size() - 1);

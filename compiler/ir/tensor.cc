@@ -114,4 +114,17 @@ void NDArray::SetDouble(int64_t i, double v) {
   });
 }
 
+void NDArray::SetInt(int64_t i, int64_t v) {
+  if (!dtype.is_int() && dtype.code != DataType::kBool) {
+    SetDouble(i, static_cast<double>(v));
+    return;
+  }
+  uint8_t* base = bytes.data();
+  VisitElement(dtype, base, i, [&](auto old) {
+    using T = decltype(old);
+    reinterpret_cast<T*>(base)[i] = static_cast<T>(v);
+    return 0;
+  });
+}
+
 }  // namespace kiln::ir

@@ -30,6 +30,8 @@ struct NDArray {
   double GetDouble(int64_t i) const;
   int64_t GetInt(int64_t i) const;
   void SetDouble(int64_t i, double v);
+  // Exact for every integer dtype, also beyond 2^53.
+  void SetInt(int64_t i, int64_t v);
 };
 
 int64_t ShapeProduct(const std::vector<int64_t>& shape);

@@ -10,8 +10,7 @@ namespace {
 using arith::PrimExpr;
 using ir::StructInfo;
 
-absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call,
-                                       const arith::Analyzer& analyzer) {
+absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call, const arith::Analyzer& analyzer) {
   KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 2));
   if (args[0]->dtype != args[1]->dtype) return OpError(call, "operand dtypes differ");
   KILN_ASSIGN_OR_RETURN(auto out, MatmulShape(call, *args[0]->shape, *args[1]->shape, analyzer));
@@ -35,8 +34,8 @@ absl::StatusOr<std::vector<PrimExpr>> MatmulShape(const ir::ExprNode& call,
                                                   const std::vector<PrimExpr>& b,
                                                   const arith::Analyzer& analyzer) {
   if (a.size() < 2 || b.size() < 2) {
-    return OpError(call, absl::StrCat("operands must have rank >= 2, got ", a.size(), " and ",
-                                      b.size()));
+    return OpError(call,
+                   absl::StrCat("operands must have rank >= 2, got ", a.size(), " and ", b.size()));
   }
   const PrimExpr& k_a = a[a.size() - 1];
   const PrimExpr& k_b = b[b.size() - 2];

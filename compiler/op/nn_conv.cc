@@ -17,8 +17,8 @@ using ir::StructInfo;
 absl::StatusOr<const StructInfo*> WindowInput(const ir::ExprNode& call, size_t i) {
   KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, i));
   if (x->ndim >= 0 && x->ndim < 3) {
-    return OpError(call, absl::StrCat("input must have rank >= 3 ([N, C, spatial...]), got ",
-                                      x->ndim));
+    return OpError(call,
+                   absl::StrCat("input must have rank >= 3 ([N, C, spatial...]), got ", x->ndim));
   }
   return x;
 }
@@ -44,10 +44,16 @@ absl::Status CheckDim(const ir::ExprNode& call, const std::string& what, const P
                                     ", expected ", arith::ToString(analyzer.Simplify(want))));
 }
 
-// conv / conv_transpose / conv_integer / qlinear_conv: x at x_index, weight at x_index + k.
-absl::StatusOr<StructInfo> InferConvShape(const ir::ExprNode& call,
-                                          const arith::Analyzer& analyzer, size_t w_index,
-                                          const StructInfo* bias, DataType dtype,
+// A known output extent must not be negative: the window would not fit even once.
+absl::Status CheckExtent(const ir::ExprNode& call, size_t d, const PrimExpr& out) {
+  if (out->kind != arith::ExprKind::kIntImm || out->int_value >= 0) return absl::OkStatus();
+  return OpError(call, absl::StrCat("the window does not fit spatial dim ", d,
+                                    " (output extent ", out->int_value, ")"));
+}
+
+// conv / conv_transpose / conv_integer / qlinear_conv: x is argument 0, the weight w_index.
+absl::StatusOr<StructInfo> InferConvShape(const ir::ExprNode& call, const arith::Analyzer& analyzer,
+                                          size_t w_index, const StructInfo* bias, DataType dtype,
                                           bool transpose) {
   KILN_ASSIGN_OR_RETURN(const StructInfo* x, WindowInput(call, 0));
   KILN_ASSIGN_OR_RETURN(const StructInfo* w, TensorArg(call, w_index));
@@ -61,8 +67,8 @@ absl::StatusOr<StructInfo> InferConvShape(const ir::ExprNode& call,
   if (group < 1) return OpError(call, absl::StrCat("group must be positive, got ", group));
   PrimExpr g = IntImm(group);
   PrimExpr out_channels = transpose ? analyzer.Simplify(ws[1] * g) : ws[0];
-  KILN_RETURN_IF_ERROR(CheckDim(call, "input channel count", xs[1],
-                                transpose ? ws[0] : ws[1] * g, analyzer));
+  KILN_RETURN_IF_ERROR(
+      CheckDim(call, "input channel count", xs[1], transpose ? ws[0] : ws[1] * g, analyzer));
   if (bias && bias->shape) {
     if (bias->shape->size() != 1) return OpError(call, "bias must be 1-D");
     KILN_RETURN_IF_ERROR(CheckDim(call, "bias length", (*bias->shape)[0], out_channels, analyzer));
@@ -73,6 +79,7 @@ absl::StatusOr<StructInfo> InferConvShape(const ir::ExprNode& call,
   for (size_t d = 0; d < win.rank(); ++d) {
     WindowDim dim = transpose ? ConvTransposeWindowDim(win, d, xs[d + 2], analyzer)
                               : ConvWindowDim(win, d, xs[d + 2], analyzer);
+    KILN_RETURN_IF_ERROR(CheckExtent(call, d, dim.out));
     out.push_back(dim.out);
   }
   return StructInfo::Tensor(std::move(out), dtype);
@@ -110,7 +117,9 @@ absl::StatusOr<StructInfo> InferPool(const ir::ExprNode& call, const arith::Anal
   KILN_ASSIGN_OR_RETURN(Window win, ReadWindow(call, xs.size() - 2));
   std::vector<PrimExpr> out = {xs[0], xs[1]};
   for (size_t d = 0; d < win.rank(); ++d) {
-    out.push_back(ConvWindowDim(win, d, xs[d + 2], analyzer).out);
+    WindowDim dim = ConvWindowDim(win, d, xs[d + 2], analyzer);
+    KILN_RETURN_IF_ERROR(CheckExtent(call, d, dim.out));
+    out.push_back(dim.out);
   }
   return StructInfo::Tensor(std::move(out), dtype);
 }

@@ -25,7 +25,8 @@ absl::StatusOr<std::vector<int>> ParseTerm(const ir::ExprNode& call, const std::
     char c = term[i];
     if (c == ' ') continue;
     if (c == '.') {
-      if (term.compare(i, 3, "...") != 0) return OpError(call, "malformed ellipsis in '" + term + "'");
+      if (term.compare(i, 3, "...") != 0)
+        return OpError(call, "malformed ellipsis in '" + term + "'");
       if (std::count(out.begin(), out.end(), kEllipsis)) {
         return OpError(call, "more than one ellipsis in '" + term + "'");
       }
@@ -126,7 +127,8 @@ absl::StatusOr<EinsumSpec> ParseEinsum(const ir::ExprNode& call, const std::stri
   if (arrow == std::string::npos) {
     spec.output = ImplicitOutput(spec, total);
   } else {
-    KILN_ASSIGN_OR_RETURN(spec.output, ExplicitOutput(call, spec, equation.substr(arrow + 2), total));
+    KILN_ASSIGN_OR_RETURN(spec.output,
+                          ExplicitOutput(call, spec, equation.substr(arrow + 2), total));
   }
   return spec;
 }

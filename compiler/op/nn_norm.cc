@@ -19,13 +19,13 @@ absl::Status CheckChannelParams(const ir::ExprNode& call, const StructInfo& x, s
     KILN_ASSIGN_OR_RETURN(const StructInfo* p, TensorArg(call, i));
     if (!p->shape || !x.shape) continue;
     if (p->shape->size() != 1) {
-      return OpError(call, absl::StrCat("argument ", i, " must be 1-D, got rank ",
-                                        p->shape->size()));
+      return OpError(call,
+                     absl::StrCat("argument ", i, " must be 1-D, got rank ", p->shape->size()));
     }
     if (!analyzer.ProveEqual((*p->shape)[0], (*x.shape)[1])) {
-      return OpError(call, absl::StrCat("argument ", i, " has ",
-                                        arith::ToString((*p->shape)[0]), " entries for ",
-                                        arith::ToString((*x.shape)[1]), " channels"));
+      return OpError(call,
+                     absl::StrCat("argument ", i, " has ", arith::ToString((*p->shape)[0]),
+                                  " entries for ", arith::ToString((*x.shape)[1]), " channels"));
     }
   }
   return absl::OkStatus();

@@ -47,14 +47,13 @@ absl::StatusOr<StructInfo> InferQuantize(const ir::ExprNode& call,
 }
 
 // dynamic_quantize_linear(x): (y uint8, scale f32 scalar, zero_point uint8 scalar).
-absl::StatusOr<StructInfo> InferDynamicQuantize(const ir::ExprNode& call,
-                                                const arith::Analyzer&) {
+absl::StatusOr<StructInfo> InferDynamicQuantize(const ir::ExprNode& call, const arith::Analyzer&) {
   if (call.args.size() != 1) return OpError(call, "expects 1 argument");
   KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
   StructInfo y = *x;
   y.dtype = DataType::UInt(8);
-  return StructInfo::Tuple({y, StructInfo::Tensor({}, DataType::Float(32)),
-                            StructInfo::Tensor({}, DataType::UInt(8))});
+  return StructInfo::Tuple(
+      {y, StructInfo::Tensor({}, DataType::Float(32)), StructInfo::Tensor({}, DataType::UInt(8))});
 }
 
 // matmul_integer(a, b, a_zero_point or none, b_zero_point or none): int32.

@@ -59,10 +59,11 @@ absl::StatusOr<Window> ReadWindow(const ir::ExprNode& call, size_t spatial,
   KILN_ASSIGN_OR_RETURN(w.output_padding, ReadInts(call, "output_padding", spatial, 0));
   w.output_shape = GetIntsAttr(call.attrs, "output_shape");
   // output_shape may name the batch and channel dims too; only the spatial ones matter.
-  if (w.output_shape.size() == spatial + 2) w.output_shape.erase(w.output_shape.begin(), w.output_shape.begin() + 2);
+  if (w.output_shape.size() == spatial + 2)
+    w.output_shape.erase(w.output_shape.begin(), w.output_shape.begin() + 2);
   if (!w.output_shape.empty() && w.output_shape.size() != spatial) {
-    return OpError(call, absl::StrCat("output_shape has ", w.output_shape.size(),
-                                      " entries for ", spatial, " spatial dims"));
+    return OpError(call, absl::StrCat("output_shape has ", w.output_shape.size(), " entries for ",
+                                      spatial, " spatial dims"));
   }
   w.auto_pad = GetStringAttr(call.attrs, "auto_pad", "NOTSET");
   if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" &&
@@ -72,8 +73,8 @@ absl::StatusOr<Window> ReadWindow(const ir::ExprNode& call, size_t spatial,
   w.ceil_mode = GetIntAttr(call.attrs, "ceil_mode", 0) != 0;
   for (size_t d = 0; d < spatial; ++d) {
     if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1) {
-      return OpError(call, absl::StrCat("kernel, strides and dilations must be positive in dim ",
-                                        d));
+      return OpError(call,
+                     absl::StrCat("kernel, strides and dilations must be positive in dim ", d));
     }
   }
   return w;
@@ -133,7 +134,8 @@ WindowDim ConvTransposeWindowDim(const Window& w, size_t d, const PrimExpr& in,
 }
 
 int64_t EvaluateDim(const PrimExpr& e) {
-  auto v = arith::EvaluateInt(e, [](const arith::ExprNode&) -> std::optional<int64_t> { return std::nullopt; });
+  auto v = arith::EvaluateInt(
+      e, [](const arith::ExprNode&) -> std::optional<int64_t> { return std::nullopt; });
   KILN_CHECK(v.ok()) << "dim " << arith::ToString(e) << " is not constant: " << v.status();
   return *v;
 }

@@ -15,11 +15,11 @@ namespace kiln::op {
 
 struct Window {
   std::vector<int64_t> kernel, strides, dilations;
-  std::vector<int64_t> pads;                   // begin for every dim, then end for every dim
-  std::vector<int64_t> output_padding;         // conv_transpose only
-  std::vector<int64_t> output_shape;           // conv_transpose only; empty when not given
-  std::string auto_pad = "NOTSET";             // NOTSET, SAME_UPPER, SAME_LOWER, VALID
-  bool ceil_mode = false;                      // pooling only
+  std::vector<int64_t> pads;            // begin for every dim, then end for every dim
+  std::vector<int64_t> output_padding;  // conv_transpose only
+  std::vector<int64_t> output_shape;    // conv_transpose only; empty when not given
+  std::string auto_pad = "NOTSET";      // NOTSET, SAME_UPPER, SAME_LOWER, VALID
+  bool ceil_mode = false;               // pooling only
   size_t rank() const { return kernel.size(); }
 };
 

@@ -16,10 +16,9 @@ namespace {
 using arith::PrimExpr;
 using ir::StructInfo;
 
-const char* const kReduceOps[] = {"reduce_sum",      "reduce_mean",       "reduce_max",
-                                  "reduce_min",      "reduce_prod",       "reduce_l1",
-                                  "reduce_l2",       "reduce_log_sum",    "reduce_log_sum_exp",
-                                  "reduce_sum_square"};
+const char* const kReduceOps[] = {
+    "reduce_sum", "reduce_mean", "reduce_max",     "reduce_min",         "reduce_prod",
+    "reduce_l1",  "reduce_l2",   "reduce_log_sum", "reduce_log_sum_exp", "reduce_sum_square"};
 
 // The length of a 1-D axes tensor when its struct info says, else -1.
 int64_t StaticLength(const StructInfo& info) {
@@ -31,7 +30,9 @@ int64_t StaticLength(const StructInfo& info) {
 // Rank of the result when the axes are only known at run time.
 StructInfo InferRuntimeAxes(const ir::ExprNode& call, const StructInfo& data) {
   bool keepdims = GetIntAttr(call.attrs, "keepdims", 1) != 0;
-  if (keepdims || data.ndim < 0) return StructInfo::TensorRank(keepdims ? data.ndim : -1, data.dtype);
+  if (keepdims || data.ndim < 0) {
+    return StructInfo::TensorRank(keepdims ? data.ndim : -1, data.dtype);
+  }
   int64_t k = StaticLength(call.args[1]->struct_info);
   if (k < 0) return StructInfo::TensorRank(-1, data.dtype);
   if (k == 0) {
@@ -42,7 +43,9 @@ StructInfo InferRuntimeAxes(const ir::ExprNode& call, const StructInfo& data) {
 }
 
 absl::StatusOr<StructInfo> InferReduce(const ir::ExprNode& call, const arith::Analyzer&) {
-  if (call.args.empty() || call.args.size() > 2) return OpError(call, "expects data and optional axes");
+  if (call.args.empty() || call.args.size() > 2) {
+    return OpError(call, "expects data and optional axes");
+  }
   KILN_ASSIGN_OR_RETURN(const StructInfo* data, TensorArg(call, 0));
   std::vector<int64_t> axes = GetIntsAttr(call.attrs, "axes");
   if (call.args.size() == 2 && !ir::IsNone(call.args[1])) {

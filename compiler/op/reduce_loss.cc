@@ -25,8 +25,8 @@ absl::StatusOr<StructInfo> InferLossShape(const ir::ExprNode& call,
   }
   if (input->ndim >= 0 && input->ndim < 2) return OpError(call, "input must have rank >= 2");
   if (input->ndim >= 0 && target->ndim >= 0 && target->ndim != input->ndim - 1) {
-    return OpError(call, absl::StrCat("target has rank ", target->ndim, ", expected ",
-                                      input->ndim - 1));
+    return OpError(call,
+                   absl::StrCat("target has rank ", target->ndim, ", expected ", input->ndim - 1));
   }
   if (!ir::IsNone(call.args[2])) {
     KILN_ASSIGN_OR_RETURN(const StructInfo* weight, TensorArg(call, 2));

@@ -19,15 +19,15 @@ absl::Status CheckOperand(const ir::ExprNode& call, size_t i, const char* what,
   if (i >= call.args.size() || ir::IsNone(call.args[i])) return absl::OkStatus();
   KILN_ASSIGN_OR_RETURN(const StructInfo* info, TensorArg(call, i));
   if (info->ndim >= 0 && info->ndim != static_cast<int>(expected.size())) {
-    return OpError(call, absl::StrCat(what, " has rank ", info->ndim, ", expected ",
-                                      expected.size()));
+    return OpError(call,
+                   absl::StrCat(what, " has rank ", info->ndim, ", expected ", expected.size()));
   }
   if (!info->shape) return absl::OkStatus();
   for (size_t d = 0; d < expected.size(); ++d) {
     if (!an.ProveEqual((*info->shape)[d], expected[d])) {
-      return OpError(call, absl::StrCat(what, " dimension ", d, " is ",
-                                        arith::ToString((*info->shape)[d]), ", expected ",
-                                        arith::ToString(an.Simplify(expected[d]))));
+      return OpError(
+          call, absl::StrCat(what, " dimension ", d, " is ", arith::ToString((*info->shape)[d]),
+                             ", expected ", arith::ToString(an.Simplify(expected[d]))));
     }
   }
   return absl::OkStatus();
@@ -41,7 +41,9 @@ absl::StatusOr<StructInfo> InferRecurrent(const ir::ExprNode& call, const arith:
   }
   KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
   if (!x->dtype.is_float()) return OpError(call, "X must be a float tensor");
-  if (x->ndim != 3 && x->ndim != -1) return OpError(call, absl::StrCat("X has rank ", x->ndim, ", expected 3"));
+  if (x->ndim != 3 && x->ndim != -1) {
+    return OpError(call, absl::StrCat("X has rank ", x->ndim, ", expected 3"));
+  }
   std::string direction = GetStringAttr(call.attrs, "direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
     return OpError(call, absl::StrCat("unknown direction '", direction, "'"));
@@ -60,10 +62,11 @@ absl::StatusOr<StructInfo> InferRecurrent(const ir::ExprNode& call, const arith:
   PrimExpr rows = arith::IntImm(gates * hidden_size);
   KILN_RETURN_IF_ERROR(CheckOperand(call, 1, "W", {dirs, rows, (*x->shape)[2]}, an));
   KILN_RETURN_IF_ERROR(CheckOperand(call, 2, "R", {dirs, rows, hidden}, an));
-  KILN_RETURN_IF_ERROR(CheckOperand(call, 3, "B", {dirs, arith::IntImm(2 * gates * hidden_size)}, an));
+  KILN_RETURN_IF_ERROR(
+      CheckOperand(call, 3, "B", {dirs, arith::IntImm(2 * gates * hidden_size)}, an));
   KILN_RETURN_IF_ERROR(CheckOperand(call, 4, "sequence_lens", {batch}, an));
-  std::vector<PrimExpr> state =
-      batch_first ? std::vector<PrimExpr>{batch, dirs, hidden} : std::vector<PrimExpr>{dirs, batch, hidden};
+  std::vector<PrimExpr> state = batch_first ? std::vector<PrimExpr>{batch, dirs, hidden}
+                                            : std::vector<PrimExpr>{dirs, batch, hidden};
   for (int s = 0; s < num_states; ++s) {
     KILN_RETURN_IF_ERROR(CheckOperand(call, 5 + s, s == 0 ? "initial_h" : "initial_c", state, an));
   }
@@ -81,15 +84,12 @@ absl::StatusOr<StructInfo> InferRecurrent(const ir::ExprNode& call, const arith:
 
 std::vector<OpDef> RecurrentOps() {
   return {
-      {"rnn", [](const ir::ExprNode& c, const arith::Analyzer& an) {
-         return InferRecurrent(c, an, 1, 6, 1);
-       }},
-      {"gru", [](const ir::ExprNode& c, const arith::Analyzer& an) {
-         return InferRecurrent(c, an, 3, 6, 1);
-       }},
-      {"lstm", [](const ir::ExprNode& c, const arith::Analyzer& an) {
-         return InferRecurrent(c, an, 4, 8, 2);
-       }},
+      {"rnn", [](const ir::ExprNode& c,
+                 const arith::Analyzer& an) { return InferRecurrent(c, an, 1, 6, 1); }},
+      {"gru", [](const ir::ExprNode& c,
+                 const arith::Analyzer& an) { return InferRecurrent(c, an, 3, 6, 1); }},
+      {"lstm", [](const ir::ExprNode& c,
+                  const arith::Analyzer& an) { return InferRecurrent(c, an, 4, 8, 2); }},
   };
 }
 

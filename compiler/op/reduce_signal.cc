@@ -36,18 +36,23 @@ absl::StatusOr<StructInfo> InferDet(const ir::ExprNode& call, const arith::Analy
   KILN_ASSIGN_OR_RETURN(const StructInfo* info, TensorArg(call, 0));
   if (!info->dtype.is_float()) return OpError(call, "input must be a float tensor");
   if (info->ndim >= 0 && info->ndim < 2) return OpError(call, "input must have rank >= 2");
-  if (!info->shape) return StructInfo::TensorRank(info->ndim < 0 ? -1 : info->ndim - 2, info->dtype);
+  if (!info->shape) {
+    return StructInfo::TensorRank(info->ndim < 0 ? -1 : info->ndim - 2, info->dtype);
+  }
   const std::vector<PrimExpr>& x = *info->shape;
   if (!an.ProveEqual(x[x.size() - 1], x[x.size() - 2])) {
-    return OpError(call, absl::StrCat("matrices must be square, got ", arith::ToString(x[x.size() - 2]),
-                                      " x ", arith::ToString(x[x.size() - 1])));
+    return OpError(
+        call, absl::StrCat("matrices must be square, got ", arith::ToString(x[x.size() - 2]), " x ",
+                           arith::ToString(x[x.size() - 1])));
   }
   return StructInfo::Tensor({x.begin(), x.end() - 2}, info->dtype);
 }
 
 // Checks that every argument is an integer or float scalar (when its shape is known).
 absl::Status CheckScalars(const ir::ExprNode& call, size_t count) {
-  if (call.args.size() != count) return OpError(call, absl::StrCat("expects ", count, " arguments"));
+  if (call.args.size() != count) {
+    return OpError(call, absl::StrCat("expects ", count, " arguments"));
+  }
   for (size_t i = 0; i < count; ++i) {
     KILN_ASSIGN_OR_RETURN(const StructInfo* info, TensorArg(call, i));
     if (info->ndim > 0 && !(info->ndim == 1 && info->shape && (*info->shape)[0]->is_const_int(1))) {
@@ -69,7 +74,8 @@ absl::StatusOr<StructInfo> InferDFT(const ir::ExprNode& call, const arith::Analy
   if (!last->is_const_int(1) && !last->is_const_int(2)) {
     return OpError(call, "the last dimension must be 1 (real) or 2 (complex)");
   }
-  KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 1), rank - 1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 1), rank - 1));
   bool onesided = GetIntAttr(call.attrs, "onesided", 0) != 0;
   if (onesided && GetIntAttr(call.attrs, "inverse", 0) != 0) {
     return OpError(call, "onesided and inverse cannot both be set");
@@ -88,7 +94,8 @@ absl::StatusOr<StructInfo> InferDFT(const ir::ExprNode& call, const arith::Analy
 
 absl::StatusOr<StructInfo> InferSTFT(const ir::ExprNode& call, const arith::Analyzer& an) {
   if (call.args.size() != 4) {
-    return OpError(call, "expects signal, frame_step, window and frame_length (none where omitted)");
+    return OpError(call,
+                   "expects signal, frame_step, window and frame_length (none where omitted)");
   }
   KILN_ASSIGN_OR_RETURN(const StructInfo* signal, TensorArg(call, 0));
   if (!signal->dtype.is_float()) return OpError(call, "signal must be a float tensor");
@@ -104,10 +111,12 @@ absl::StatusOr<StructInfo> InferSTFT(const ir::ExprNode& call, const arith::Anal
   if (!signal->shape || !step || !length) return unknown;
   if (*step <= 0) return OpError(call, "frame_step must be positive");
   const std::vector<PrimExpr>& s = *signal->shape;
-  PrimExpr frames = an.Simplify(arith::FloorDiv(s[1] - *length, arith::IntImm(*step)) + arith::IntImm(1));
+  PrimExpr frames =
+      an.Simplify(arith::FloorDiv(s[1] - *length, arith::IntImm(*step)) + arith::IntImm(1));
   bool onesided = GetIntAttr(call.attrs, "onesided", 1) != 0;
-  PrimExpr bins = onesided ? an.Simplify(arith::FloorDiv(*length, arith::IntImm(2)) + arith::IntImm(1))
-                           : *length;
+  PrimExpr bins = onesided
+                      ? an.Simplify(arith::FloorDiv(*length, arith::IntImm(2)) + arith::IntImm(1))
+                      : *length;
   return StructInfo::Tensor({s[0], frames, bins, arith::IntImm(2)}, signal->dtype);
 }
 

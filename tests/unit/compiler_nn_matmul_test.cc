@@ -30,9 +30,9 @@ TEST(NNMatmulTest, VectorOperandsGainAndLoseADim) {
   b.Input("v", {"k"});
   b.Input("m", {"n", "k", 2});
   b.Input("u", {2});
-  b.Node("MatMul", {"v", "m"}, {"vm"});  // [k] @ [n, k, 2] -> [n, 2]
+  b.Node("MatMul", {"v", "m"}, {"vm"});    // [k] @ [n, k, 2] -> [n, 2]
   b.Node("MatMul", {"vm", "u"}, {"vmu"});  // [n, 2] @ [2] -> [n]
-  b.Node("MatMul", {"u", "u"}, {"dot"});  // [2] @ [2] -> []
+  b.Node("MatMul", {"u", "u"}, {"dot"});   // [2] @ [2] -> []
   b.Output("vmu", {"n"});
   b.Output("dot", {});
   auto m = driver::ImportModel(b.Serialize());

@@ -79,8 +79,9 @@ TEST(RecurrentTest, GruLinearBeforeReset) {
     b.Input("h0", {1, 1, 1});
     b.FloatInitializer("w", {1, 3, 1}, {float(wz), float(wr), float(wh)});
     b.FloatInitializer("r", {1, 3, 1}, {float(rz), float(rr), float(rh)});
-    b.FloatInitializer("b", {1, 6}, {float(bw[0]), float(bw[1]), float(bw[2]), float(br[0]),
-                                     float(br[1]), float(br[2])});
+    b.FloatInitializer(
+        "b", {1, 6},
+        {float(bw[0]), float(bw[1]), float(bw[2]), float(br[0]), float(br[1]), float(br[2])});
     auto& node = b.Node("GRU", {"x", "w", "r", "b", "", "h0"}, {"", "y_h"});
     OnnxBuilder::IntAttr(node, "hidden_size", 1);
     OnnxBuilder::IntAttr(node, "linear_before_reset", lbr);
@@ -178,7 +179,8 @@ TEST(SignalTest, DftOfRealSignalAndOnesided) {
     b.Output("y", {"batch", "?", 2});
     auto m = driver::ImportModel(b.Serialize());
     ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_EQ(ResultInfo(*m), onesided ? "Tensor([batch, 3, 2], f32)" : "Tensor([batch, 4, 2], f32)");
+    EXPECT_EQ(ResultInfo(*m),
+              onesided ? "Tensor([batch, 3, 2], f32)" : "Tensor([batch, 4, 2], f32)");
     auto out = interp::Run(*m, {Tensor(DataType::Float(), {1, 4, 1}, {1, 2, 3, 4})});
     ASSERT_TRUE(out.ok()) << out.status();
     std::vector<double> full = {10, 0, -2, 2, -2, 0, -2, -2};  // fft([1, 2, 3, 4])
