@@ -145,8 +145,13 @@ class Canonicalizer {
       case ExprKind::kMin:
       case ExprKind::kMax:
         return MinMax(e);
-      default:
-        return Atom(SimplifyOperands(e));
+      default: {
+        PrimExpr s = SimplifyOperands(e);
+        if (s->kind == ExprKind::kIntImm) return Constant(s->int_value);
+        // A select with a known condition became one of its (simplified) branches.
+        if (s->kind != e->kind) return ToSum(s);
+        return Atom(s);
+      }
     }
   }
 
@@ -167,11 +172,27 @@ class Canonicalizer {
       args.push_back(Simplify(arg));
       changed |= args.back() != arg;
     }
-    if (!changed) return e;
+    if (!changed) return FoldLogic(e);
     ExprNode copy = *e;
     copy.args = std::move(args);
-    return std::make_shared<const ExprNode>(std::move(copy));
+    return FoldLogic(std::make_shared<const ExprNode>(std::move(copy)));
   }
+
+  // Comparisons and logic over constants become constants; a select with a constant
+  // condition becomes its branch.
+  static PrimExpr FoldLogic(const PrimExpr& e) {
+    if (e->kind == ExprKind::kSelect && e->args[0]->kind == ExprKind::kIntImm) {
+      return e->args[0]->int_value ? e->args[1] : e->args[2];
+    }
+    bool logic = e->kind >= ExprKind::kEQ && e->kind <= ExprKind::kNot;
+    if (!logic) return e;
+    for (const PrimExpr& arg : e->args) {
+      if (arg->kind != ExprKind::kIntImm) return e;
+    }
+    auto value = EvaluateInt(e, [](const ExprNode&) { return std::optional<int64_t>(); });
+    return value.ok() ? IntImm(*value, e->dtype) : e;
+  }
+
 
   // floordiv(x*c + y, c) = x + floordiv(y, c) and floormod(x*c + y, c) = floormod(y, c) for
   // any integers x, y and c > 0: the part of the sum divisible by c leaves exactly.

@@ -48,5 +48,7 @@ class CheckFailure {
   if (!tmp.ok()) return tmp.status();              \
   lhs = std::move(*tmp)
 
+// Expands to several statements (it may declare `lhs`), so it cannot be the unbraced body of
+// an if/else/for: write `if (c) { KILN_ASSIGN_OR_RETURN(x, f()); }`.
 #define KILN_ASSIGN_OR_RETURN(lhs, expr) \
   KILN_ASSIGN_OR_RETURN_IMPL(KILN_STATUS_CONCAT(kiln_statusor_, __LINE__), lhs, expr)

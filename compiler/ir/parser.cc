@@ -422,18 +422,22 @@ std::vector<uint8_t> Parser::ConstantBytes(const NDArray& shape_only) {
   NDArray a = NDArray::Zeros(shape_only.dtype, shape_only.shape);
   DataType t = a.dtype;
   bool supported =
-      t.code == DataType::kBool || (t.is_float() && t.bits >= 32) || (t.is_int() && t.bits >= 8);
+      t.code == DataType::kBool || (t.is_float() && t.bits >= 16) || (t.is_int() && t.bits >= 8);
   if (!supported) Fail(at.line, at.col, "write " + t.ToString() + " constants in hex");
-  std::vector<double> values;
+  int64_t i = 0;
   Expect("[");
   List("]", [&] {
-    values.push_back(t.is_float() ? FloatValue() : static_cast<double>(Int("an integer")));
+    const Token& value = Peek();
+    if (i >= a.num_elements()) Fail(value.line, value.col, "too many values");
+    if (t.is_float()) {
+      a.SetDouble(i++, FloatValue());
+    } else {
+      a.SetInt(i++, Int("an integer"));
+    }
   });
-  if (static_cast<int64_t>(values.size()) != a.num_elements()) {
-    Fail(at.line, at.col,
-         absl::StrCat("expected ", a.num_elements(), " values, found ", values.size()));
+  if (i != a.num_elements()) {
+    Fail(at.line, at.col, absl::StrCat("expected ", a.num_elements(), " values, found ", i));
   }
-  for (size_t i = 0; i < values.size(); ++i) a.SetDouble(i, values[i]);
   return a.bytes;
 }
 

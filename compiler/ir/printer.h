@@ -26,10 +26,12 @@
 // return expr }`; blocks are `dataflow { ... }` or `block { ... }` (bare bindings outside a
 // block form a non-dataflow block when parsing); bindings are `%v: StructInfo = expr` or
 // `%v: StructInfo = match_cast(expr)`. Expressions: `%v`, `const[k]`, tuples `()`, `(a,)`,
-// `(a, b)`, `e[i]` (TupleGetItem), `shape([n, 4])`, calls `op(@callee, args..., fn..., key=attr)`
-// with subgraphs written as `fn @name(params) attrs(...) { ... }`, and `if(cond, fn {...}, fn
-// {...})`. A call's own struct info is that of the variable it is bound to; where it differs
-// (or the call is not bound directly) it is printed after it: `op(%x) -> Tensor(f32)`.
+// `(a, b)`, `e[i]` (TupleGetItem), `shape([n, 4])`, calls `op(@callee, args..., subgraphs...,
+// key=attr...)` with subgraphs written `fn @name(params) attrs(...) { ... }` (`fn(...)` when
+// unnamed), and If as `if(cond, fn @then() { ... }, fn @else() { ... })`; an op whose name
+// is not an identifier or is reserved prints quoted, `"if"(...)`. A call's own struct info is
+// that of the variable it is bound to; where it differs (or the call is not bound directly)
+// it is printed after it: `op(%x) -> Tensor(f32)`.
 // Struct info: Object, Prim(i64), Shape([n]) / Shape(ndim=2) / Shape(), Tensor([n, 4], f32) /
 // Tensor(ndim=2, f32) / Tensor(f32), Tuple(...). Attributes: 3, 1.5 (floats always have a '.'
 // or an exponent, or are nan/inf), "text", [1, 2], [1.0], ["a"], and typed empty lists

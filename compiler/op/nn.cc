@@ -11,10 +11,17 @@ using arith::PrimExpr;
 using ir::StructInfo;
 
 absl::StatusOr<StructInfo> InferMatmul(const ir::ExprNode& call, const arith::Analyzer& analyzer) {
-  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, 2));
-  if (args[0]->dtype != args[1]->dtype) return OpError(call, "operand dtypes differ");
-  KILN_ASSIGN_OR_RETURN(auto out, MatmulShape(call, *args[0]->shape, *args[1]->shape, analyzer));
-  return StructInfo::Tensor(std::move(out), args[0]->dtype);
+  if (call.args.size() != 2) return OpError(call, "expects 2 arguments");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* a, TensorArg(call, 0));
+  KILN_ASSIGN_OR_RETURN(const StructInfo* b, TensorArg(call, 1));
+  if (a->dtype != b->dtype) return OpError(call, "operand dtypes differ");
+  if (!a->shape || !b->shape) {
+    // Shapes known only at run time (the kernel checks them); the rank still follows.
+    bool ranked = a->ndim >= 2 && b->ndim >= 2;
+    return StructInfo::TensorRank(ranked ? std::max(a->ndim, b->ndim) : -1, a->dtype);
+  }
+  KILN_ASSIGN_OR_RETURN(auto out, MatmulShape(call, *a->shape, *b->shape, analyzer));
+  return StructInfo::Tensor(std::move(out), a->dtype);
 }
 
 // softmax, log_softmax, hardmax: along one axis, shape and dtype unchanged.

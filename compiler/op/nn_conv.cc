@@ -47,8 +47,8 @@ absl::Status CheckDim(const ir::ExprNode& call, const std::string& what, const P
 // A known output extent must not be negative: the window would not fit even once.
 absl::Status CheckExtent(const ir::ExprNode& call, size_t d, const PrimExpr& out) {
   if (out->kind != arith::ExprKind::kIntImm || out->int_value >= 0) return absl::OkStatus();
-  return OpError(call, absl::StrCat("the window does not fit spatial dim ", d,
-                                    " (output extent ", out->int_value, ")"));
+  return OpError(call, absl::StrCat("the window does not fit spatial dim ", d, " (output extent ",
+                                    out->int_value, ")"));
 }
 
 // conv / conv_transpose / conv_integer / qlinear_conv: x is argument 0, the weight w_index.

@@ -137,15 +137,25 @@ namespace {
 
 // The extent of every label: dims sharing a label must agree (1 broadcasts).
 absl::StatusOr<StructInfo> InferEinsum(const ir::ExprNode& call, const arith::Analyzer& analyzer) {
-  KILN_ASSIGN_OR_RETURN(auto args, TensorArgs(call, call.args.size()));
-  if (args.empty()) return OpError(call, "expects at least one operand");
+  if (call.args.empty()) return OpError(call, "expects at least one operand");
+  std::vector<const StructInfo*> args;
   std::vector<int64_t> ranks;
-  for (const StructInfo* a : args) ranks.push_back(a->shape->size());
+  bool shapes_known = true;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(const StructInfo* a, TensorArg(call, i));
+    if (a->ndim < 0) return StructInfo::TensorRank(-1, a->dtype);
+    if (!args.empty() && a->dtype != args.front()->dtype) {
+      return OpError(call, "operand dtypes differ");
+    }
+    shapes_known &= a->shape.has_value();
+    args.push_back(a);
+    ranks.push_back(a->ndim);
+  }
   KILN_ASSIGN_OR_RETURN(EinsumSpec spec,
                         ParseEinsum(call, GetStringAttr(call.attrs, "equation", ""), ranks));
+  if (!shapes_known) return StructInfo::TensorRank(spec.output.size(), args[0]->dtype);
   std::vector<PrimExpr> extent(spec.num_labels);
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i]->dtype != args[0]->dtype) return OpError(call, "operand dtypes differ");
     for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
       PrimExpr& e = extent[spec.inputs[i][d]];
       const PrimExpr& dim = (*args[i]->shape)[d];

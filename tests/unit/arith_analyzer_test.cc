@@ -46,6 +46,13 @@ TEST_F(AnalyzerTest, ProvesWithNonNegativeShapeVars) {
   EXPECT_EQ(S(Min(n, m)), "min(n, m)");  // neither is provably smaller
 }
 
+TEST_F(AnalyzerTest, FoldsConstantComparisonsAndSelects) {
+  EXPECT_EQ(S(Binary(ExprKind::kLT, IntImm(2), IntImm(3))), "1:bool");
+  EXPECT_EQ(S(Select(Binary(ExprKind::kGE, IntImm(2), IntImm(3)), n, m + IntImm(1))), "m + 1");
+  // A condition that depends on n stays.
+  EXPECT_EQ(S(Select(Binary(ExprKind::kLT, n, IntImm(3)), n, m)), "select(n < 3, n, m)");
+}
+
 TEST_F(AnalyzerTest, ConstBoundsUseVariableBounds) {
   analyzer.Bind(n, {1, 8});
   analyzer.Bind(m, {2, 3});

@@ -115,15 +115,28 @@ TEST(ElementwiseImportTest, FloatModNeedsFmod) {
   EXPECT_NE(s.message().find("fmod must be 1 for float operands"), std::string::npos) << s;
 }
 
-TEST(ElementwiseImportTest, CastToFloat16IsUnsupported) {
+// float16 values round to nearest even; 1/3 becomes 0.333251953125, 65504 is the largest.
+TEST(ElementwiseImportTest, CastThroughFloat16RoundsToHalfPrecision) {
+  OnnxBuilder b;
+  b.Input("x", {4});
+  OnnxBuilder::IntAttr(b.Node("Cast", {"x"}, {"h"}), "to", onnx::TensorProto::FLOAT16);
+  OnnxBuilder::IntAttr(b.Node("Cast", {"h"}, {"y"}), "to", onnx::TensorProto::FLOAT);
+  b.Output("y", {4});
+  auto out = testing::ImportAndRun(b.Serialize(), {testing::F32({4}, {1.0f, 1.0f / 3, 65504.0f, 1e-8f})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(testing::Values<float>((*out)[0]),
+            (std::vector<float>{1.0f, 0.333251953125f, 65504.0f, 0.0f}));
+}
+
+TEST(ElementwiseImportTest, CastToBfloat16IsUnsupported) {
   OnnxBuilder b;
   b.Input("x", {3});
   auto& cast = b.Node("Cast", {"x"}, {"y"});
-  OnnxBuilder::IntAttr(cast, "to", onnx::TensorProto::FLOAT16);
-  b.Output("y", {3}, onnx::TensorProto::FLOAT16);
+  OnnxBuilder::IntAttr(cast, "to", onnx::TensorProto::BFLOAT16);
+  b.Output("y", {3}, onnx::TensorProto::BFLOAT16);
   absl::Status s = ImportError(b.Serialize());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("FLOAT16"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("BFLOAT16"), std::string::npos) << s;
 }
 
 TEST(ElementwiseImportTest, TrainingDropoutIsRejected) {

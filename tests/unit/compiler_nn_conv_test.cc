@@ -105,6 +105,34 @@ TEST(NNConvTest, ChannelMismatchNamesTheDims) {
             "node 0 'bad_conv' (op Conv): op conv: input channel count is 3, expected 2");
 }
 
+TEST(NNConvTest, KernelLargerThanInputIsAUserError) {
+  OnnxBuilder b;
+  b.Input("x", {1, 1, 2});
+  b.FloatInitializer("W", {1, 1, 4}, {1, 1, 1, 1});
+  b.Node("Conv", {"x", "W"}, {"y"}, "big_kernel");
+  b.Output("y", {1, 1, 1});
+  auto m = driver::ImportModel(b.Serialize());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "node 0 'big_kernel' (op Conv): op conv: the window does not fit spatial dim 0 "
+            "(output extent -1)");
+}
+
+TEST(NNConvTest, ConvIntegerSubtractsZeroPoints) {
+  OnnxBuilder b(10);
+  b.Input("x", {1, 1, 3}, onnx::TensorProto::UINT8);
+  Initializer(b, "W", onnx::TensorProto::UINT8, Array(arith::DataType::UInt(8), {1, 1, 2}, {3, 1}));
+  Initializer(b, "x_zp", onnx::TensorProto::UINT8, Array(arith::DataType::UInt(8), {}, {10}));
+  Initializer(b, "w_zp", onnx::TensorProto::UINT8, Array(arith::DataType::UInt(8), {}, {2}));
+  b.Node("ConvInteger", {"x", "W", "x_zp", "w_zp"}, {"y"});
+  b.Output("y", {1, 1, 2}, onnx::TensorProto::INT32);
+  // (x - 10) = [0 2 5] convolved with (w - 2) = [1 -1].
+  auto out = ImportAndRun(b, {Array(arith::DataType::UInt(8), {1, 1, 3}, {10, 12, 15})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dtype, arith::DataType::Int(32));
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(-2, -3));
+}
+
 TEST(NNPoolTest, MaxPoolValuesAndIndicesInBothStorageOrders) {
   for (int64_t order : {0, 1}) {
     OnnxBuilder b(12);
@@ -182,6 +210,18 @@ TEST(NNPoolTest, CeilModeWithEndPaddingDropsWindowsStartingInIt) {
     if (l == 4) EXPECT_THAT(Values((*out)[0]), ElementsAre(0.5, 2.5));
     if (l == 5) EXPECT_THAT(Values((*out)[0]), ElementsAre(0.5, 2.5, 4));
   }
+}
+
+TEST(NNPoolTest, LpPoolTakesTheNormOfEachWindow) {
+  OnnxBuilder b;
+  b.Input("x", {1, 1, 4});
+  auto& pool = b.Node("LpPool", {"x"}, {"y"});
+  OnnxBuilder::IntsAttr(pool, "kernel_shape", {2});
+  OnnxBuilder::IntsAttr(pool, "strides", {2});
+  b.Output("y", {1, 1, 2});
+  auto out = ImportAndRun(b, {F32({1, 1, 4}, {3, -4, 6, 8})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(5, 10));
 }
 
 TEST(NNPoolTest, GlobalPoolsKeepBatchAndChannels) {

@@ -48,6 +48,27 @@ TEST(NNMatmulTest, VectorOperandsGainAndLoseADim) {
   EXPECT_THAT(Values((*out)[1]), ElementsAre(5));
 }
 
+TEST(NNMatmulTest, RunTimeShapesKeepTheRankAndAreCheckedByTheKernel) {
+  OnnxBuilder b;
+  b.Input("x", {6});
+  b.Input("s", {2}, onnx::TensorProto::INT64);
+  b.FloatInitializer("w", {3, 1}, {1, 1, 1});
+  b.Node("Reshape", {"x", "s"}, {"r"});  // shape known only at run time
+  b.Node("MatMul", {"r", "w"}, {"y"});
+  b.Output("y", {"?", 1});
+  auto m = driver::ImportModel(b.Serialize());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(InfoOf(*m, "y"), "Tensor(ndim=2, f32)");
+  ir::NDArray fits = Array(arith::DataType::Int(64), {2}, {2, 3});
+  auto out = interp::Run(*m, {Iota({6}), fits});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(Values((*out)[0]), ElementsAre(3, 12));
+  ir::NDArray clashes = Array(arith::DataType::Int(64), {2}, {3, 2});
+  auto bad = interp::Run(*m, {Iota({6}), clashes});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "op matmul: inner dimensions differ: 2 and 3");
+}
+
 TEST(NNMatmulTest, InnerDimMismatchIsAUserError) {
   OnnxBuilder b;
   b.Input("a", {2, 3});

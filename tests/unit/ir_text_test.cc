@@ -332,6 +332,9 @@ TEST(IrTextTest, HandWrittenText) {
       }
       return %w
     }
+    def @g() {
+      return (const[1], const[2])
+    }
     prim_func @k(A: f32[n], n: i64) {
       for i in range(0, n) serial {
         A[i] = A[i] * 2.0
@@ -339,7 +342,9 @@ TEST(IrTextTest, HandWrittenText) {
     }
     constants {
       const[0]: f32[] = [1.5]
-      const[1]: i32[2] = [-1, 7]
+      const[1]: i64[2] = [-1, 9007199254740993]
+      const[2]: f16[2] = [1.0, -2.5]
+      const[3]: bool[] = [1]
     }
   )");
   ASSERT_TRUE(m.ok()) << m.status();
@@ -351,7 +356,10 @@ TEST(IrTextTest, HandWrittenText) {
   ASSERT_EQ(c->kind, ir::ExprKind::kConstant);
   EXPECT_EQ(c->data->GetDouble(0), 1.5);
   EXPECT_TRUE(m->constants.empty());
-  // The unused constant 1 is not kept: nothing refers to it.
+  const Expr& g = m->functions.at("g").result;
+  EXPECT_EQ(g->args[0]->data->GetInt(1), 9007199254740993);
+  EXPECT_EQ(g->args[1]->data->GetDouble(1), -2.5);
+  EXPECT_EQ(ToString(*m).find("const[3]"), std::string::npos);  // unused: not printed
   EXPECT_EQ(m->prim_funcs.at("k").buffers[0]->shape[0], m->prim_funcs.at("k").scalars[0]);
 }
 
@@ -445,6 +453,8 @@ TEST(IrTextTest, ParseErrorsSayWhereAndWhat) {
             "2:22: expected 8 bytes of data, found 2");
   EXPECT_EQ(ParseError("constants {\n  const[0]: i8[] = [1]\n  host const[1]: i8[] = [1]\n}"),
             "3:8: expected host constants before the others, found 'const'");
+  EXPECT_EQ(ParseError("constants {\n  const[0]: i8[2] = [1, 2, 3]\n}"), "2:28: too many values");
+  EXPECT_EQ(ParseError("constants {\n  const[0]: i8[-2] = 0x\n}"), "2:16: dimension out of range");
   EXPECT_EQ(ParseError("def @f() { return () }\ndef @g() { return"),
             "2:18: expected an expression, found end of input");
 }
