@@ -1,6 +1,8 @@
 #include "compiler/driver/pipeline.h"
 
+#include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
+#include "compiler/ir/verifier.h"
 #include "compiler/transform/eliminate_dead_code.h"
 #include "compiler/transform/legalize.h"
 #include "compiler/transform/lower_host.h"
@@ -19,12 +21,22 @@ const std::vector<Pass>& Pipeline() {
   return *passes;
 }
 
+static absl::Status Verify(const ir::IRModule& module, const std::string& after) {
+  absl::Status status = ir::VerifyModule(module);
+  if (status.ok()) return status;
+  return absl::InternalError(
+      absl::StrCat("the IR is malformed after ", after, ": ", std::string(status.message())));
+}
+
 absl::StatusOr<ir::IRModule> RunPipeline(
     ir::IRModule module,
     const std::function<void(const std::string&, const ir::IRModule&)>& after_pass,
     const std::string& stop_after) {
+  // A pass that breaks an invariant is caught right after it runs, not passes later.
+  KILN_RETURN_IF_ERROR(Verify(module, "import"));
   for (const Pass& pass : Pipeline()) {
     KILN_ASSIGN_OR_RETURN(module, pass.run(std::move(module)));
+    KILN_RETURN_IF_ERROR(Verify(module, pass.name));
     if (after_pass) after_pass(pass.name, module);
     if (pass.name == stop_after) break;
   }

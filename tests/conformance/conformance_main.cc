@@ -4,6 +4,7 @@
 //
 //   kiln-conformance --suite DIR --mode reference [--expected-failures FILE] [--filter TEXT]
 //
+// Every imported model is also verified and round-tripped through the IR text format.
 // Prints one line per failure with its reason, then `conformance: P passed, F failed`. With
 // an expected-failure list (lines `test_name  reason`, # comments), the exit code is nonzero
 // when a test fails that is not on the list, or a listed test passes (take it off the list).
@@ -22,6 +23,9 @@
 #include "compiler/driver/driver.h"
 #include "compiler/frontend/onnx_tensor.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/ir/parser.h"
+#include "compiler/ir/structural.h"
+#include "compiler/ir/verifier.h"
 
 namespace kiln::conformance {
 namespace {
@@ -45,7 +49,8 @@ absl::StatusOr<ir::NDArray> ReadTensor(const fs::path& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(path.filename().string(), " is not a TensorProto"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path.filename().string(), " is not a TensorProto"));
   }
   return frontend::NDArrayFromTensorProto(proto);
 }
@@ -80,7 +85,8 @@ absl::Status Compare(const ir::NDArray& actual, const ir::NDArray& expected, siz
     bool ok;
     if (expected.dtype.is_float()) {
       double a = actual.GetDouble(i), e = expected.GetDouble(i);
-      ok = (std::isnan(a) && std::isnan(e)) || a == e || std::abs(a - e) <= 1e-7 + 1e-3 * std::abs(e);
+      ok = (std::isnan(a) && std::isnan(e)) || a == e ||
+           std::abs(a - e) <= 1e-7 + 1e-3 * std::abs(e);
     } else {
       ok = actual.GetInt(i) == expected.GetInt(i);
     }
@@ -104,15 +110,38 @@ absl::Status RunDataSet(const ir::IRModule& module, const fs::path& dir) {
   }
   KILN_ASSIGN_OR_RETURN(std::vector<ir::NDArray> outputs, interp::Run(module, inputs));
   if (outputs.size() != expected.size()) {
-    return absl::InternalError(absl::StrCat(outputs.size(), " outputs, expected ", expected.size()));
+    return absl::InternalError(
+        absl::StrCat(outputs.size(), " outputs, expected ", expected.size()));
   }
-  for (size_t i = 0; i < outputs.size(); ++i) KILN_RETURN_IF_ERROR(Compare(outputs[i], expected[i], i));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    KILN_RETURN_IF_ERROR(Compare(outputs[i], expected[i], i));
+  return absl::OkStatus();
+}
+
+// Every imported model must be well formed and survive the text format: parsing its printed
+// form gives a structurally equal module that prints the same.
+absl::Status CheckText(const ir::IRModule& module) {
+  absl::Status verified = ir::VerifyModule(module);
+  if (!verified.ok()) {
+    return absl::InternalError(absl::StrCat("imported IR is malformed: ", verified.message()));
+  }
+  std::string text = ir::ToString(module);
+  auto parsed = ir::ParseModule(text);
+  if (!parsed.ok()) {
+    return absl::InternalError(
+        absl::StrCat("printed IR does not parse: ", parsed.status().message()));
+  }
+  std::string mismatch = ir::StructuralMismatch(module, *parsed);
+  if (!mismatch.empty()) return absl::InternalError("text round trip changed the IR: " + mismatch);
+  if (ir::ToString(*parsed) != text)
+    return absl::InternalError("text round trip prints differently");
   return absl::OkStatus();
 }
 
 absl::Status RunTest(const fs::path& dir) {
   KILN_ASSIGN_OR_RETURN(std::string model, ReadFile(dir / "model.onnx"));
   KILN_ASSIGN_OR_RETURN(ir::IRModule module, driver::ImportModel(model));
+  KILN_RETURN_IF_ERROR(CheckText(module));
   int sets = 0;
   std::vector<fs::path> data_sets;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -143,7 +172,8 @@ absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(const st
     if (line.empty() || line[0] == '#') continue;
     size_t space = line.find_first_of(" \t");
     std::string name = line.substr(0, space);
-    std::string reason = space == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", space));
+    std::string reason =
+        space == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", space));
     if (reason.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", name, " has no reason"));
     }
@@ -174,7 +204,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   }
   if (o.suite.empty()) return absl::InvalidArgumentError("--suite DIR is required");
   if (o.mode != "reference") {
-    return absl::InvalidArgumentError("--mode must be reference (compiled comes with the CPU backend)");
+    return absl::InvalidArgumentError(
+        "--mode must be reference (compiled comes with the CPU backend)");
   }
   return o;
 }

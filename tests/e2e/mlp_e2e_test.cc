@@ -228,6 +228,21 @@ TEST_F(E2ETest, ReferenceInterpreterRunsTheModelItself) {
   CheckBatch(Quote(dir_ / "mlp.onnx") + " --reference", 4);
 }
 
+TEST_F(E2ETest, InspectShowsSymbolicShapesAfterImportAndAfterAPass) {
+  CommandResult r = Kiln("inspect " + Quote(dir_ / "mlp.onnx"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("def @main(%x: Tensor([batch, 784], f32))"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("%y: Tensor([batch, 10], f32) = softmax("), std::string::npos)
+      << r.output;
+  r = Kiln("inspect " + Quote(dir_ / "mlp.onnx") + " --after legalize");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prim_func @matmul_0("), std::string::npos) << r.output;
+  r = Kiln("inspect " + Quote(dir_ / "mlp.onnx") + " --after no_such_pass");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("unknown pass 'no_such_pass'"), std::string::npos) << r.output;
+}
+
 TEST_F(E2ETest, WrongInputShapeNamesInputDimensionAndValues) {
   ASSERT_EQ(Compile(dir_ / "mlp.onnx", "x86_64", dir_ / "out").exit_code, 0);
   NpyF32 x{{2, 100}, std::vector<float>(200, 0.5f)};
