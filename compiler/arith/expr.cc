@@ -207,7 +207,7 @@ size_t StructuralHash(const PrimExpr& e) {
   return h;
 }
 
-static std::string FloatText(double v) {
+std::string FloatLiteral(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (std::isnan(v)) return "nan";
   // %.17g round-trips a double exactly; make sure it reads back as a float literal.
@@ -216,7 +216,7 @@ static std::string FloatText(double v) {
   return s;
 }
 
-static int Precedence(ExprKind kind) {
+int InfixPrecedence(ExprKind kind) {
   switch (kind) {
     case ExprKind::kOr:
       return 1;
@@ -242,7 +242,7 @@ static int Precedence(ExprKind kind) {
 }
 
 static void Print(std::ostream& os, const PrimExpr& e, int parent_precedence) {
-  int prec = Precedence(e->kind);
+  int prec = InfixPrecedence(e->kind);
   bool infix = IsBinary(e->kind) && prec < 10;
   bool parens = infix && prec <= parent_precedence;
   if (parens) os << "(";
@@ -258,7 +258,7 @@ static void Print(std::ostream& os, const PrimExpr& e, int parent_precedence) {
       if (e->dtype != DataType::Int()) os << ":" << e->dtype.ToString();
       break;
     case ExprKind::kFloatImm:
-      os << FloatText(e->float_value);
+      os << FloatLiteral(e->float_value);
       if (e->dtype != DataType::Float()) os << ":" << e->dtype.ToString();
       break;
     case ExprKind::kVar:

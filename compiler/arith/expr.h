@@ -127,6 +127,10 @@ struct PrimExprEqual {
 
 // Infix text: `n * 2 + 1`, `floordiv(n, 4)`, `A[i, j]`, `exp(x)`. Floats print exactly.
 std::string ToString(const PrimExpr& e);
+// Pieces of that syntax, shared with the IR printer: how tightly an infix operator binds
+// (10 for atoms and call syntax), and a float literal that reads back exactly.
+int InfixPrecedence(ExprKind kind);
+std::string FloatLiteral(double v);
 std::ostream& operator<<(std::ostream& os, const PrimExpr& e);
 
 // Evaluates an integer/boolean expression; vars are looked up with `lookup` (nullopt if

@@ -122,40 +122,6 @@ class NameTable {
   std::unordered_set<std::string> used_;
 };
 
-int Precedence(ExprKind kind) {
-  switch (kind) {
-    case ExprKind::kOr:
-      return 1;
-    case ExprKind::kAnd:
-      return 2;
-    case ExprKind::kEQ:
-    case ExprKind::kNE:
-      return 3;
-    case ExprKind::kLT:
-    case ExprKind::kLE:
-    case ExprKind::kGT:
-    case ExprKind::kGE:
-      return 4;
-    case ExprKind::kAdd:
-    case ExprKind::kSub:
-      return 5;
-    case ExprKind::kMul:
-    case ExprKind::kDiv:
-      return 6;
-    default:
-      return 10;
-  }
-}
-
-// As arith::ToString prints it, so that both agree.
-std::string PrimFloatText(double v) {
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (std::isnan(v)) return "nan";
-  std::string s = absl::StrFormat("%.17g", v);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
-}
-
 std::string AttrText(const AttrValue& value) {
   struct Visitor {
     std::string operator()(int64_t v) const { return absl::StrCat(v); }
@@ -272,7 +238,7 @@ std::string Printer::PrimCall(const PrimExpr& e) {
 }
 
 std::string Printer::Prim(const PrimExpr& e, int parent_precedence) {
-  int prec = Precedence(e->kind);
+  int prec = arith::InfixPrecedence(e->kind);
   bool infix = arith::IsBinary(e->kind) && prec < 10;
   std::string s;
   switch (e->kind) {
@@ -281,7 +247,7 @@ std::string Printer::Prim(const PrimExpr& e, int parent_precedence) {
       if (e->dtype != DataType::Int()) absl::StrAppend(&s, ":", e->dtype.ToString());
       return s;
     case ExprKind::kFloatImm:
-      s = PrimFloatText(e->float_value);
+      s = arith::FloatLiteral(e->float_value);
       if (e->dtype != DataType::Float()) absl::StrAppend(&s, ":", e->dtype.ToString());
       return s;
     case ExprKind::kVar:
