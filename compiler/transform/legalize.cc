@@ -199,8 +199,15 @@ absl::StatusOr<Stmt> KernelBody(const KernelContext& k) {
   return absl::UnimplementedError(absl::StrCat("no loop-level definition for op ", op));
 }
 
-Buffer TensorBuffer(const std::string& name, const ir::StructInfo& info) {
-  KILN_CHECK(info.is_tensor() && info.shape) << "legalize needs known shapes: " << name;
+// A kernel needs every operand's shape as expressions; values whose shape is known only at
+// run time (or tuples, omitted operands) cannot be compiled yet.
+absl::StatusOr<Buffer> TensorBuffer(const ir::ExprNode& call, const std::string& name,
+                                    const ir::StructInfo& info) {
+  if (!info.is_tensor() || !info.shape) {
+    return absl::UnimplementedError(absl::StrCat(
+        "op ", call.name, ": operand ", name, " is ", ir::ToString(info),
+        "; only tensors with shapes known at compile time (symbolic or not) are compiled yet"));
+  }
   return arith::MakeBuffer(name, info.dtype, *info.shape);
 }
 
@@ -240,10 +247,12 @@ class Legalizer {
     std::vector<Buffer> inputs;
     for (const ir::Expr& arg : call.args) {
       if (arg->kind == ir::ExprKind::kShapeExpr) continue;  // folded into the output shape
-      inputs.push_back(TensorBuffer(absl::StrCat("A", inputs.size()), arg->struct_info));
+      KILN_ASSIGN_OR_RETURN(Buffer in,
+                            TensorBuffer(call, absl::StrCat("A", inputs.size()), arg->struct_info));
+      inputs.push_back(in);
       tensor_args.push_back(arg);
     }
-    Buffer out = TensorBuffer("out", call.struct_info);
+    KILN_ASSIGN_OR_RETURN(Buffer out, TensorBuffer(call, "out", call.struct_info));
     KernelContext k{call, inputs, out, analyzer_};
     KILN_ASSIGN_OR_RETURN(Stmt body, KernelBody(k));
     ir::PrimFunc kernel;

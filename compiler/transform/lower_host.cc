@@ -208,7 +208,8 @@ class HostLowering {
       const ir::Binding& b = *bindings[i];
       const ir::ExprNode& call = *b.value;
       if (call.kind != ir::ExprKind::kCall || call.name != "call_tir") {
-        return absl::InternalError(absl::StrCat("host lowering expects call_tir, got ", call.name));
+        return absl::UnimplementedError(absl::StrCat(
+            "binding %", b.var->name, " is not a kernel call; only kernel calls are compiled yet"));
       }
       if (!handles_.count(b.var.get())) {
         PrimExpr h = arith::MakeVar(absl::StrCat(b.var->name, "_data"), DataType::Handle());

@@ -2,7 +2,11 @@
 // test_data_set_*/input_*.pb and output_*.pb) and compares Kiln's outputs with the suite's
 // expected ones at the ONNX backend runner's tolerances (rtol 1e-3, atol 1e-7).
 //
-//   kiln-conformance --suite DIR --mode reference [--expected-failures FILE] [--filter TEXT]
+//   kiln-conformance --suite DIR --mode reference|compiled [--target T]
+//                    [--expected-failures FILE] [--filter TEXT]
+//
+// reference runs the reference interpreter; compiled compiles each model for the target
+// (x86_64 by default) into an artifact and runs it through the runtime, as a user would.
 //
 // Every imported model is also verified and round-tripped through the IR text format.
 // Prints one line per failure with its reason, then `conformance: P passed, F failed`. With
@@ -26,6 +30,7 @@
 #include "compiler/ir/parser.h"
 #include "compiler/ir/structural.h"
 #include "compiler/ir/verifier.h"
+#include "kiln/runtime.hpp"
 
 namespace kiln::conformance {
 namespace {
@@ -35,6 +40,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::string suite;
   std::string mode = "reference";
+  std::string target = "x86_64";
   std::string expected_failures;
   std::string filter;
 };
@@ -98,7 +104,58 @@ absl::Status Compare(const ir::NDArray& actual, const ir::NDArray& expected, siz
   return absl::OkStatus();
 }
 
-absl::Status RunDataSet(const ir::IRModule& module, const fs::path& dir) {
+// Runs one data set's inputs through the reference interpreter or a compiled artifact.
+using Executor =
+    std::function<absl::StatusOr<std::vector<ir::NDArray>>(const std::vector<ir::NDArray>&)>;
+
+DLTensor View(ir::NDArray& a) {
+  DLTensor t{};
+  t.data = a.bytes.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(a.shape.size());
+  t.dtype = {a.dtype.code, a.dtype.bits, 1};
+  t.shape = a.shape.data();
+  return t;
+}
+
+absl::StatusOr<std::vector<ir::NDArray>> RunArtifact(const runtime::Model& model,
+                                                     std::vector<ir::NDArray> inputs) {
+  std::vector<DLTensor> in;
+  for (ir::NDArray& a : inputs) in.push_back(View(a));
+  std::vector<std::vector<int64_t>> shapes;
+  std::string error;
+  if (!model.OutputShapes(in, &shapes, &error)) return absl::InvalidArgumentError(error);
+  std::vector<ir::NDArray> outputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    DLDataType t = model.outputs()[i].dtype;
+    outputs.push_back(ir::NDArray::Zeros(
+        arith::DataType{static_cast<arith::DataType::Code>(t.code), t.bits}, shapes[i]));
+  }
+  std::vector<DLTensor> out;
+  for (ir::NDArray& a : outputs) out.push_back(View(a));
+  if (!model.Run(in, &out, &error)) return absl::InvalidArgumentError(error);
+  return outputs;
+}
+
+// Compiles the model into an artifact in a private temporary file and loads it.
+absl::StatusOr<Executor> CompiledExecutor(const std::string& model, const std::string& target) {
+  KILN_ASSIGN_OR_RETURN(ir::Target t, ir::ParseTarget(target));
+  KILN_ASSIGN_OR_RETURN(driver::Artifact artifact,
+                        driver::CompileModel(model, t, driver::CompileOptions{}, nullptr));
+  char path[] = "/tmp/kiln-conformance-XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  if (fd < 0) return absl::InternalError("cannot create a temporary artifact file");
+  close(fd);
+  std::ofstream(path, std::ios::binary) << artifact.bytes;
+  std::string error;
+  std::shared_ptr<runtime::Model> loaded = runtime::Model::Load(path, &error);
+  std::remove(path);  // dlopen keeps the mapping
+  if (!loaded) return absl::InternalError(error);
+  return Executor(
+      [loaded](const std::vector<ir::NDArray>& inputs) { return RunArtifact(*loaded, inputs); });
+}
+
+absl::Status RunDataSet(const Executor& execute, const fs::path& dir) {
   std::vector<ir::NDArray> inputs, expected;
   for (const fs::path& p : NumberedFiles(dir, "input")) {
     KILN_ASSIGN_OR_RETURN(ir::NDArray t, ReadTensor(p));
@@ -108,7 +165,7 @@ absl::Status RunDataSet(const ir::IRModule& module, const fs::path& dir) {
     KILN_ASSIGN_OR_RETURN(ir::NDArray t, ReadTensor(p));
     expected.push_back(std::move(t));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<ir::NDArray> outputs, interp::Run(module, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::NDArray> outputs, execute(inputs));
   if (outputs.size() != expected.size()) {
     return absl::InternalError(
         absl::StrCat(outputs.size(), " outputs, expected ", expected.size()));
@@ -138,10 +195,16 @@ absl::Status CheckText(const ir::IRModule& module) {
   return absl::OkStatus();
 }
 
-absl::Status RunTest(const fs::path& dir) {
+absl::Status RunTest(const fs::path& dir, const Options& options) {
   KILN_ASSIGN_OR_RETURN(std::string model, ReadFile(dir / "model.onnx"));
   KILN_ASSIGN_OR_RETURN(ir::IRModule module, driver::ImportModel(model));
   KILN_RETURN_IF_ERROR(CheckText(module));
+  Executor execute = [&module](const std::vector<ir::NDArray>& inputs) {
+    return interp::Run(module, inputs);
+  };
+  if (options.mode == "compiled") {
+    KILN_ASSIGN_OR_RETURN(execute, CompiledExecutor(model, options.target));
+  }
   int sets = 0;
   std::vector<fs::path> data_sets;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -151,7 +214,7 @@ absl::Status RunTest(const fs::path& dir) {
   }
   std::sort(data_sets.begin(), data_sets.end());
   for (const fs::path& set : data_sets) {
-    absl::Status s = RunDataSet(module, set);
+    absl::Status s = RunDataSet(execute, set);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(set.filename().string(), ": ", s.message()));
     }
@@ -194,6 +257,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       KILN_ASSIGN_OR_RETURN(o.suite, value());
     } else if (arg == "--mode") {
       KILN_ASSIGN_OR_RETURN(o.mode, value());
+    } else if (arg == "--target") {
+      KILN_ASSIGN_OR_RETURN(o.target, value());
     } else if (arg == "--expected-failures") {
       KILN_ASSIGN_OR_RETURN(o.expected_failures, value());
     } else if (arg == "--filter") {
@@ -203,9 +268,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     }
   }
   if (o.suite.empty()) return absl::InvalidArgumentError("--suite DIR is required");
-  if (o.mode != "reference") {
-    return absl::InvalidArgumentError(
-        "--mode must be reference (compiled comes with the CPU backend)");
+  if (o.mode != "reference" && o.mode != "compiled") {
+    return absl::InvalidArgumentError("--mode must be reference or compiled");
   }
   return o;
 }
@@ -214,7 +278,7 @@ int Main(int argc, char** argv) {
   auto options = ParseArgs(argc, argv);
   if (!options.ok()) {
     std::cerr << "kiln-conformance: " << options.status().message() << "\n"
-              << "usage: kiln-conformance --suite DIR --mode reference "
+              << "usage: kiln-conformance --suite DIR --mode reference|compiled [--target T] "
                  "[--expected-failures FILE] [--filter TEXT]\n";
     return 2;
   }
@@ -234,7 +298,7 @@ int Main(int argc, char** argv) {
   int passed = 0, failed = 0, unexpected = 0, fixed = 0;
   for (const fs::path& dir : tests) {
     std::string name = dir.filename().string();
-    absl::Status s = RunTest(dir);
+    absl::Status s = RunTest(dir, *options);
     bool listed = expected->count(name) > 0;
     if (s.ok()) {
       ++passed;
