@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/analyzer.h"
@@ -81,6 +82,48 @@ PrimExpr ApplyUnary(const std::string& op, PrimExpr x) {
     return arith::Select(arith::Binary(ExprKind::kLT, x, Zero(t)), Zero(t), x);
   }
   return arith::Call(t, op, {x});  // sigmoid, tanh, exp: math intrinsics
+}
+
+PrimExpr Fold(ExprKind kind, const std::vector<PrimExpr>& x) {
+  PrimExpr acc = x[0];
+  for (size_t i = 1; i < x.size(); ++i) acc = arith::Binary(kind, acc, x[i]);
+  return acc;
+}
+
+// Elementwise ops whose body is one scalar expression of the broadcast operands; nullptr
+// for ops this table does not define. `out` is the result dtype.
+PrimExpr ScalarOp(const std::string& op, const std::vector<PrimExpr>& x, DataType out) {
+  static const std::map<std::string, ExprKind> kBinary = {{"equal", ExprKind::kEQ},
+                                                          {"less", ExprKind::kLT},
+                                                          {"greater", ExprKind::kGT},
+                                                          {"less_or_equal", ExprKind::kLE},
+                                                          {"greater_or_equal", ExprKind::kGE},
+                                                          {"and", ExprKind::kAnd},
+                                                          {"or", ExprKind::kOr},
+                                                          {"xor", ExprKind::kNE}};
+  static const std::set<std::string> kFloatMath = {"sqrt", "log", "floor", "ceil",
+                                                   "erf",  "exp", "tanh",  "sigmoid"};
+  DataType t = x[0]->dtype;
+  if (auto it = kBinary.find(op); it != kBinary.end() && x.size() == 2) {
+    return arith::Binary(it->second, x[0], x[1]);
+  }
+  if (op == "not") return arith::Not(x[0]);
+  if (op == "where") return arith::Select(x[0], x[1], x[2]);
+  if (op == "max") return Fold(ExprKind::kMax, x);
+  if (op == "min") return Fold(ExprKind::kMin, x);
+  if (op == "sum") return Fold(ExprKind::kAdd, x);
+  if (op == "neg") return Zero(t) - x[0];
+  if (!t.is_float()) return nullptr;
+  if (kFloatMath.count(op)) return arith::Call(t, op, {x[0]});
+  if (op == "abs") return arith::Call(t, "fabs", {x[0]});
+  if (op == "reciprocal") return arith::Binary(ExprKind::kDiv, arith::FloatImm(1, t), x[0]);
+  if (op == "pow" && x[1]->dtype == t) return arith::Call(t, "pow", {x[0], x[1]});
+  if (op == "mean") {
+    return arith::Binary(ExprKind::kDiv, Fold(ExprKind::kAdd, x),
+                         arith::FloatImm(static_cast<double>(x.size()), t));
+  }
+  (void)out;
+  return nullptr;
 }
 
 // What one kernel sees: its input buffers, its output buffer, and the analyzer that knows the
@@ -192,6 +235,15 @@ absl::StatusOr<Stmt> KernelBody(const KernelContext& k) {
     return Compute(
         k.out, [&](const Indices& idx) { return ApplyUnary(op, arith::Load(k.inputs[0], idx)); });
   }
+  std::vector<PrimExpr> probe;
+  for (const Buffer& in : k.inputs) probe.push_back(arith::MakeVar("probe", in->dtype));
+  if (!probe.empty() && ScalarOp(op, probe, k.out->dtype)) {
+    return Compute(k.out, [&](const Indices& idx) {
+      std::vector<PrimExpr> operands;
+      for (const Buffer& in : k.inputs) operands.push_back(LoadBroadcast(in, idx, k.analyzer));
+      return ScalarOp(op, operands, k.out->dtype);
+    });
+  }
   if (op == "matmul") return MatmulBody(k);
   if (op == "softmax") return SoftmaxBody(k);
   if (op == "transpose") return TransposeBody(k);
@@ -207,6 +259,10 @@ absl::StatusOr<Buffer> TensorBuffer(const ir::ExprNode& call, const std::string&
     return absl::UnimplementedError(absl::StrCat(
         "op ", call.name, ": operand ", name, " is ", ir::ToString(info),
         "; only tensors with shapes known at compile time (symbolic or not) are compiled yet"));
+  }
+  if (info.dtype.is_float() && info.dtype.bits == 16) {
+    return absl::UnimplementedError(
+        absl::StrCat("op ", call.name, ": float16 tensors are not compiled yet"));
   }
   return arith::MakeBuffer(name, info.dtype, *info.shape);
 }
