@@ -465,13 +465,8 @@ TEST_F(ServiceTest, GarbageModelGetsTheCompilersError) {
   EXPECT_EQ(errors[0].error_code(), outcome.status.error_code());
   EXPECT_EQ(errors[0].message(), outcome.status.error_message());
   ExpectStillServing();
-  // PLACEHOLDER DRIVER: until the pipeline lands, CompileModel answers UNIMPLEMENTED for every
-  // model. Everything above already holds; the code check below starts running with the
-  // real compiler. Remove this early exit then.
-  if (outcome.status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    GTEST_SKIP() << "driver::CompileModel is still the placeholder (UNIMPLEMENTED)";
-  }
   EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("not an ONNX model"));
 }
 
 TEST_F(ServiceTest, FetchUnknownArtifactIsNotFound) {
