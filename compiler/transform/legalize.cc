@@ -85,6 +85,7 @@ class Legalizer {
     std::vector<Buffer> inputs;
     for (const ir::Expr& arg : call.args) {
       if (arg->kind == ir::ExprKind::kShapeExpr) continue;  // folded into the output shape
+      if (ir::IsNone(arg)) continue;  // an omitted optional operand: builders read call.args
       KILN_ASSIGN_OR_RETURN(Buffer in,
                             TensorBuffer(call, absl::StrCat("A", inputs.size()), arg->struct_info));
       inputs.push_back(in);

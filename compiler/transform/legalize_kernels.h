@@ -17,8 +17,9 @@ namespace kiln::transform {
 using Indices = std::vector<arith::PrimExpr>;
 
 // One operator call to define as a kernel: its input buffers (one per tensor argument, in
-// order; ShapeExpr arguments are left out, and a constant argument's values can be read from
-// call.args), its output buffer, and an analyzer that knows the shape variables.
+// order; ShapeExpr arguments and omitted (none) operands are left out, and a constant
+// argument's values can be read from call.args), its output buffer, and an analyzer that
+// knows the shape variables.
 struct KernelContext {
   const ir::ExprNode& call;
   std::vector<arith::Buffer> inputs;

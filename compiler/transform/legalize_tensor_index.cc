@@ -1,0 +1,134 @@
+// Index operators (gather, gather_elements) and tensor makers (trilu, eye_like, one_hot,
+// range, constant_of_shape), following the reference kernels in interp/tensor_index.cc and
+// interp/tensor_create.cc.
+#include "compiler/op/op_def.h"
+#include "compiler/transform/legalize_tensor_util.h"
+
+namespace kiln::transform {
+namespace {
+
+using arith::Buffer;
+using arith::DataType;
+using arith::ExprKind;
+using arith::PrimExpr;
+using ir::Stmt;
+
+int64_t AxisAttr(const KernelContext& k, int64_t rank, int64_t fallback) {
+  int64_t axis = op::GetIntAttr(k.call.attrs, "axis", fallback);
+  return axis < 0 ? axis + rank : axis;
+}
+
+// An index read at run time, as i64; a negative one counts from the end of an axis of
+// extent `dim`.
+PrimExpr WrapIndex(PrimExpr index, PrimExpr dim) {
+  PrimExpr v = arith::Cast(DataType::Int(), index);
+  return arith::Select(arith::Binary(ExprKind::kLT, v, arith::IntImm(0)), v + dim, v);
+}
+
+PrimExpr One(DataType dtype) {
+  return dtype.is_float() ? arith::FloatImm(1, dtype) : arith::IntImm(1, dtype);
+}
+
+// out[o..., j..., i...] = data[o..., indices[j...], i...]
+Stmt GatherBody(const KernelContext& k) {
+  const Buffer &data = k.inputs[0], &indices = k.inputs[1];
+  int64_t axis = AxisAttr(k, data->shape.size(), 0);
+  size_t q = indices->shape.size();
+  return Compute(k.out, [&](const Indices& idx) {
+    Indices j(idx.begin() + axis, idx.begin() + axis + q);
+    Indices at(idx.begin(), idx.begin() + axis);
+    at.push_back(WrapIndex(arith::Load(indices, j), data->shape[axis]));
+    at.insert(at.end(), idx.begin() + axis + q, idx.end());
+    return arith::Load(data, at);
+  });
+}
+
+// out[idx] = data[idx with the axis coordinate replaced by indices[idx]]
+Stmt GatherElementsBody(const KernelContext& k) {
+  const Buffer &data = k.inputs[0], &indices = k.inputs[1];
+  int64_t axis = AxisAttr(k, data->shape.size(), 0);
+  return Compute(k.out, [&](const Indices& idx) {
+    Indices at = idx;
+    at[axis] = WrapIndex(arith::Load(indices, idx), data->shape[axis]);
+    return arith::Load(data, at);
+  });
+}
+
+// Keeps the upper (c - r >= k) or lower (c - r <= k) triangle of each trailing matrix;
+// k may be computed at run time.
+Stmt TriluBody(const KernelContext& k) {
+  const Buffer& x = k.inputs[0];
+  bool upper = op::GetIntAttr(k.call.attrs, "upper", 1) != 0;
+  PrimExpr diag = arith::Cast(DataType::Int(), ScalarOperand(k, 1));
+  return Compute(k.out, [&](const Indices& idx) {
+    size_t n = idx.size();
+    PrimExpr offset = idx[n - 1] - idx[n - 2];
+    PrimExpr keep = arith::Binary(upper ? ExprKind::kGE : ExprKind::kLE, offset, diag);
+    return arith::Select(keep, arith::Load(x, idx), Zero(x->dtype));
+  });
+}
+
+Stmt EyeLikeBody(const KernelContext& k) {
+  int64_t diag = op::GetIntAttr(k.call.attrs, "k", 0);
+  DataType t = k.out->dtype;
+  return Compute(k.out, [&](const Indices& idx) {
+    PrimExpr on = arith::Binary(ExprKind::kEQ, idx[1] - idx[0], arith::IntImm(diag));
+    return arith::Select(on, One(t), Zero(t));
+  });
+}
+
+// values = [off, on]; float indices truncate, negative ones count from depth.
+Stmt OneHotBody(const KernelContext& k) {
+  const Buffer &indices = k.inputs[0], &values = k.inputs.back();
+  int64_t axis = AxisAttr(k, k.out->shape.size(), -1);
+  PrimExpr depth = k.out->shape[axis];
+  return Compute(k.out, [&](const Indices& idx) {
+    Indices src = idx;
+    src.erase(src.begin() + axis);
+    PrimExpr v = WrapIndex(arith::Load(indices, src), depth);
+    PrimExpr hot = arith::Binary(ExprKind::kEQ, v, idx[axis]);
+    return arith::Select(hot, arith::Load(values, {arith::IntImm(1)}),
+                         arith::Load(values, {arith::IntImm(0)}));
+  });
+}
+
+// start + i * delta: integers exact in i64, floats in double and rounded once, as the
+// reference computes them.
+Stmt RangeBody(const KernelContext& k) {
+  DataType t = k.out->dtype;
+  DataType wide = t.is_float() ? DataType::Float(64) : DataType::Int();
+  PrimExpr start = arith::Cast(wide, ScalarOperand(k, 0));
+  PrimExpr delta = arith::Cast(wide, ScalarOperand(k, 2));
+  return Compute(k.out, [&](const Indices& idx) {
+    return arith::Cast(t, start + arith::Cast(wide, idx[0]) * delta);
+  });
+}
+
+Stmt ConstantOfShapeBody(const KernelContext& k) {
+  PrimExpr value = ScalarOperand(k, 1);
+  return Compute(k.out, [&](const Indices&) { return value; });
+}
+
+}  // namespace
+
+void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table) {
+  auto always = [](Stmt (*body)(const KernelContext&)) {
+    return [body](const KernelContext& k) -> absl::StatusOr<Stmt> { return body(k); };
+  };
+  // Indices known as a ShapeExpr have no buffer to load from.
+  auto with_indices = [](Stmt (*body)(const KernelContext&)) {
+    return [body](const KernelContext& k) -> absl::StatusOr<Stmt> {
+      if (k.inputs.size() < 2) return NotConstant(k.call, 1, "indices as a tensor");
+      return body(k);
+    };
+  };
+  table["gather"] = with_indices(GatherBody);
+  table["gather_elements"] = with_indices(GatherElementsBody);
+  table["trilu"] = always(TriluBody);
+  table["eye_like"] = always(EyeLikeBody);
+  table["one_hot"] = always(OneHotBody);
+  table["range"] = always(RangeBody);
+  table["constant_of_shape"] = always(ConstantOfShapeBody);
+}
+
+}  // namespace kiln::transform
