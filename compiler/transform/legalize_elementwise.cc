@@ -28,6 +28,20 @@ PrimExpr TruncDiv(PrimExpr a, PrimExpr b) {
                        q + arith::IntImm(1, a->dtype), q);
 }
 
+// Integer division never traps in an artifact: x / 0 is 0 and, for signed types, x / -1 is
+// the wrapping negation (INT_MIN / -1 would fault), both as in the reference kernel.
+PrimExpr SafeIntDiv(PrimExpr a, PrimExpr b) {
+  DataType t = a->dtype;
+  PrimExpr zero = arith::IntImm(0, t), one = arith::IntImm(1, t);
+  PrimExpr by_zero = arith::Binary(ExprKind::kEQ, b, zero);
+  if (t.code != DataType::kInt) {
+    return arith::Select(by_zero, zero, TruncDiv(a, arith::Select(by_zero, one, b)));
+  }
+  PrimExpr by_minus_one = arith::Binary(ExprKind::kEQ, b, arith::IntImm(-1, t));
+  PrimExpr guarded = arith::Select(arith::Binary(ExprKind::kOr, by_zero, by_minus_one), one, b);
+  return arith::Select(by_zero, zero, arith::Select(by_minus_one, zero - a, TruncDiv(a, guarded)));
+}
+
 PrimExpr Fold(ExprKind kind, const std::vector<PrimExpr>& x) {
   PrimExpr acc = x[0];
   for (size_t i = 1; i < x.size(); ++i) acc = arith::Binary(kind, acc, x[i]);
@@ -172,7 +186,7 @@ PrimExpr ScalarOp(const std::string& op, const std::vector<PrimExpr>& x, DataTyp
   if (op == "subtract") return x[0] - x[1];
   if (op == "multiply") return x[0] * x[1];
   if (op == "divide") {
-    return t.is_float() ? arith::Binary(ExprKind::kDiv, x[0], x[1]) : TruncDiv(x[0], x[1]);
+    return t.is_float() ? arith::Binary(ExprKind::kDiv, x[0], x[1]) : SafeIntDiv(x[0], x[1]);
   }
   if (op == "copy") return x[0];
   // ONNX Cast: truncation toward zero, saturation and NaN -> 0 into integers, x != 0 into
