@@ -22,6 +22,7 @@ const KernelBuilderTable& Builders() {
     RegisterTensorKernelBuilders(*t);
     RegisterNNKernelBuilders(*t);
     RegisterReduceKernelBuilders(*t);
+    RegisterImageKernelBuilders(*t);
     return t;
   }();
   return *table;

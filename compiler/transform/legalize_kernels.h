@@ -34,6 +34,7 @@ void RegisterElementwiseKernelBuilders(KernelBuilderTable& table);  // legalize_
 void RegisterTensorKernelBuilders(KernelBuilderTable& table);       // legalize_tensor.cc
 void RegisterNNKernelBuilders(KernelBuilderTable& table);           // legalize_nn.cc
 void RegisterReduceKernelBuilders(KernelBuilderTable& table);       // legalize_reduce.cc
+void RegisterImageKernelBuilders(KernelBuilderTable& table);        // legalize_image.cc
 
 arith::PrimExpr Zero(arith::DataType dtype);
 // for i0, i1, ... over `shape` (loop vars named prefix0, prefix1...): body(indices)

@@ -1,10 +1,14 @@
-// Neural-network operators: matmul and softmax.
+// Neural-network operators: matmul and softmax; convolution and pooling are in
+// legalize_nn_conv.cc.
 #include <cmath>
 
 #include "compiler/op/op_def.h"
 #include "compiler/transform/legalize_kernels.h"
 
 namespace kiln::transform {
+
+void RegisterNNConvKernelBuilders(KernelBuilderTable& table);  // legalize_nn_conv.cc
+
 namespace {
 
 using arith::Buffer;
@@ -79,6 +83,7 @@ Stmt SoftmaxBody(const KernelContext& k) {
 void RegisterNNKernelBuilders(KernelBuilderTable& table) {
   table["matmul"] = [](const KernelContext& k) -> absl::StatusOr<Stmt> { return MatmulBody(k); };
   table["softmax"] = [](const KernelContext& k) -> absl::StatusOr<Stmt> { return SoftmaxBody(k); };
+  RegisterNNConvKernelBuilders(table);
 }
 
 }  // namespace kiln::transform
