@@ -8,6 +8,7 @@
 
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
+#include "tests/support/compiled_kernel.h"
 #include "tests/support/onnx_builder.h"
 
 namespace kiln {
@@ -15,20 +16,7 @@ namespace {
 
 using testing::OnnxBuilder;
 
-// The printed kernel whose name starts with `prefix`, after the whole pipeline.
-std::string CompiledKernel(const std::string& onnx, const std::string& prefix) {
-  auto m = driver::ImportModel(onnx);
-  EXPECT_TRUE(m.ok()) << m.status();
-  if (!m.ok()) return "";
-  auto lowered = driver::RunPipeline(*std::move(m), nullptr);
-  EXPECT_TRUE(lowered.ok()) << lowered.status();
-  if (!lowered.ok()) return "";
-  for (const auto& [name, func] : lowered->prim_funcs) {
-    if (name.rfind(prefix, 0) == 0) return ir::ToString(func);
-  }
-  ADD_FAILURE() << "no kernel " << prefix << " in " << ir::ToString(*lowered);
-  return "";
-}
+using testing::CompiledKernel;
 
 TEST(LegalizeNNTest, ConvWithBiasOverSymbolicBatch) {
   OnnxBuilder b(13);
