@@ -1,6 +1,7 @@
 // The C API of kiln/runtime.h: loading an artifact, signature queries, checked calls.
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -20,6 +21,7 @@ struct KilnModel {
   KilnInferShapesFn infer_shapes = nullptr;
   KilnRunFn run = nullptr;
   kiln::runtime::Signature signature;
+  int32_t num_threads = 1;
 
   ~KilnModel() {
     if (handle != nullptr) dlclose(handle);
@@ -163,6 +165,24 @@ int kiln_model_load(const char* artifact_path, KilnModel** out) {
 }
 
 void kiln_model_free(KilnModel* model) { delete model; }
+
+int kiln_model_set_num_threads(KilnModel* model, int32_t num_threads) {
+  if (model == nullptr) return Fail("kiln_model_set_num_threads: model is NULL");
+  if (num_threads < 0) {
+    return Fail("kiln_model_set_num_threads: thread count " + std::to_string(num_threads) +
+                " is negative");
+  }
+  if (num_threads == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    num_threads = cpus > 0 ? static_cast<int32_t>(cpus) : 1;
+  }
+  model->num_threads = num_threads;
+  return 0;
+}
+
+int32_t kiln_model_num_threads(const KilnModel* model) {
+  return model == nullptr ? -1 : model->num_threads;
+}
 
 int32_t kiln_model_num_inputs(const KilnModel* model) {
   return model == nullptr ? -1 : static_cast<int32_t>(model->signature.inputs.size());

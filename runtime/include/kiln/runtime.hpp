@@ -47,6 +47,12 @@ class Model {
   const std::vector<TensorInfo>& outputs() const { return outputs_; }
   const KilnModel* c_model() const { return model_.get(); }
 
+  // Threads each Run may use (see kiln_model_set_num_threads); call before running.
+  bool SetNumThreads(int32_t num_threads, std::string* error) {
+    return Check(kiln_model_set_num_threads(model_.get(), num_threads), error);
+  }
+  int32_t num_threads() const { return kiln_model_num_threads(model_.get()); }
+
   // Fills (*shapes)[i] with output i's shape, computed from the inputs' shapes.
   bool OutputShapes(const std::vector<DLTensor>& inputs, std::vector<std::vector<int64_t>>* shapes,
                     std::string* error) const {
