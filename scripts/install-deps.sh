@@ -9,6 +9,7 @@ packages=(
   llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev
   libsqlite3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libonnx-dev libonnx-testdata python3-onnx libdlpack-dev python3-yaml clang-format
+  python3-torch python3-torchvision libopenblas-dev
 )
 
 missing=()

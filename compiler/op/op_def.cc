@@ -99,6 +99,23 @@ ir::StructInfo JoinStructInfo(const ir::StructInfo& a, const ir::StructInfo& b) 
   return ir::StructInfo{};  // Object: nothing known
 }
 
+// True when `clamped` is min(`dim`, c) for a constant c >= 2: a fixed-size table sliced by a
+// symbolic end, as GPT-2's causal-mask buffer is sliced by the sequence length. Broadcasting
+// the two is valid only where they are equal: min(dim, c) is 1 only where dim is, and where
+// they differ both exceed 1, which numpy rejects. So every valid input has them equal.
+bool IsClampOf(const PrimExpr& clamped, const PrimExpr& dim, const arith::Analyzer& analyzer) {
+  PrimExpr s = analyzer.Simplify(clamped);
+  if (s->kind != arith::ExprKind::kMin) return false;
+  for (int i : {0, 1}) {
+    const PrimExpr& bound = s->args[i];
+    if (bound->kind == arith::ExprKind::kIntImm && bound->int_value >= 2 &&
+        analyzer.ProveEqual(s->args[1 - i], dim)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<std::vector<PrimExpr>> BroadcastShapes(const std::vector<PrimExpr>& a,
                                                       const std::vector<PrimExpr>& b,
                                                       const arith::Analyzer& analyzer) {
@@ -110,8 +127,10 @@ absl::StatusOr<std::vector<PrimExpr>> BroadcastShapes(const std::vector<PrimExpr
     PrimExpr db = i < rank - b.size() ? arith::IntImm(1) : b[i - (rank - b.size())];
     if (da->is_const_int(1)) {
       out[i] = db;
-    } else if (db->is_const_int(1) || analyzer.ProveEqual(da, db)) {
+    } else if (db->is_const_int(1) || analyzer.ProveEqual(da, db) || IsClampOf(db, da, analyzer)) {
       out[i] = da;
+    } else if (IsClampOf(da, db, analyzer)) {
+      out[i] = db;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("cannot broadcast dimension ", i, ": ",
                                                      arith::ToString(da), " with ",

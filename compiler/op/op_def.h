@@ -53,9 +53,10 @@ bool HasAttr(const ir::Attrs& attrs, const std::string& name);
 ir::StructInfo JoinStructInfo(const ir::StructInfo& a, const ir::StructInfo& b);
 
 // Broadcasts two shapes numpy-style: dims aligned from the right, 1 stretches. Symbolic dims
-// must be provably equal (or one of them 1).
-absl::StatusOr<std::vector<arith::PrimExpr>> BroadcastShapes(
-    const std::vector<arith::PrimExpr>& a, const std::vector<arith::PrimExpr>& b,
-    const arith::Analyzer& analyzer);
+// must be provably equal (or one of them 1), or one must be the other clamped to a constant
+// (min(seq, 64) against seq), which every valid input makes equal; the result is the unclamped.
+absl::StatusOr<std::vector<arith::PrimExpr>> BroadcastShapes(const std::vector<arith::PrimExpr>& a,
+                                                             const std::vector<arith::PrimExpr>& b,
+                                                             const arith::Analyzer& analyzer);
 
 }  // namespace kiln::op

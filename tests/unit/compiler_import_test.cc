@@ -4,6 +4,7 @@
 
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
+#include "compiler/interp/interpreter.h"
 #include "compiler/transform/legalize.h"
 #include "tests/support/onnx_builder.h"
 
@@ -108,6 +109,32 @@ TEST(ImportTest, ShapeClashNamesOpAndDims) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(),
             "node 0 'bad_add' (op Add): op add: cannot broadcast dimension 1: 3 with 4");
+}
+
+// GPT-2 slices its [max_pos, max_pos] causal-mask table by the sequence length, which gives
+// min(seq, max_pos); adding it to [seq, seq] scores is valid only where the two are equal.
+TEST(ImportTest, TableSlicedBySymbolicLengthBroadcastsWithThatLength) {
+  OnnxBuilder b;
+  b.Input("x", {"seq", "seq"});
+  std::vector<float> table(8 * 8);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);
+  b.FloatInitializer("table", {8, 8}, table);
+  b.Int64Initializer("zeros", {2}, {0, 0});
+  b.Node("Shape", {"x"}, {"s"});
+  b.Node("Slice", {"table", "zeros", "s"}, {"mask"});
+  b.Node("Add", {"x", "mask"}, {"y"});
+  b.Output("y", {"seq", "seq"});
+  auto m = driver::ImportModel(b.Serialize());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(ResultInfo(*m), "Tensor([seq, seq], f32)");
+  ir::NDArray x = ir::NDArray::Zeros(arith::DataType::Float(), {3, 3});
+  for (int64_t i = 0; i < 9; ++i) x.SetDouble(i, 100 * i);
+  auto y = interp::Run(*m, {x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t c = 0; c < 3; ++c)
+      EXPECT_EQ(y->at(0).GetDouble(r * 3 + c), 100 * (r * 3 + c) + r * 8 + c);
+  }
 }
 
 TEST(ImportTest, GarbageBytesAreNotAModel) {
