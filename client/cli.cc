@@ -15,6 +15,8 @@ constexpr char kUsage[] =
     "               [--dim-bound NAME=N ...] [--timeout SECONDS]\n"
     "  kiln run ARTIFACT_DIR --input NAME=FILE ... --out DIR\n"
     "  kiln run MODEL.onnx --reference --input NAME=FILE ... --out DIR\n"
+    "  kiln bench ARTIFACT_DIR [--input NAME=FILE | --shape NAME=D0,D1,... ...] [--threads N]\n"
+    "             [--repeat N] [--warmup N]\n"
     "  kiln inspect MODEL.onnx [--after PASS]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "Results go to stdout, progress and errors to stderr.\n";
@@ -106,6 +108,31 @@ absl::StatusOr<int64_t> PositiveInt(const std::string& flag, const std::string& 
   return value;
 }
 
+absl::StatusOr<int64_t> NonNegativeInt(const std::string& flag, const std::string& text) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 0) {
+    return Invalid(absl::StrCat("--", flag, " expects a non-negative integer, got '", text, "'"));
+  }
+  return value;
+}
+
+// "NAME=D0,D1,..." with non-negative integer dims.
+absl::StatusOr<std::pair<std::string, std::vector<int64_t>>> ShapeAssignment(
+    const std::string& text) {
+  auto assignment = SplitAssignment("shape", text);
+  if (!assignment.ok()) return assignment.status();
+  std::vector<int64_t> dims;
+  for (absl::string_view part : absl::StrSplit(assignment->second, ',')) {
+    int64_t dim = 0;
+    if (!absl::SimpleAtoi(part, &dim) || dim < 0) {
+      return Invalid(
+          absl::StrCat("--shape ", text, ": dimension '", part, "' is not a non-negative integer"));
+    }
+    dims.push_back(dim);
+  }
+  return std::make_pair(assignment->first, dims);
+}
+
 absl::StatusOr<int64_t> TimeoutSeconds(const ParsedWords& parsed) {
   std::string text = parsed.Get("timeout");
   if (text.empty()) return 600;
@@ -161,6 +188,43 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& words) {
     auto assignment = SplitAssignment("input", text);
     if (!assignment.ok()) return assignment.status();
     args.inputs.push_back(*assignment);
+  }
+  return args;
+}
+
+absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& words) {
+  auto parsed =
+      SplitWords(words, {{"input", true}, {"shape", true}, {"threads"}, {"repeat"}, {"warmup"}});
+  if (!parsed.ok()) return parsed.status();
+  BenchArgs args;
+  absl::StatusOr<std::string> dir = OnePositional(*parsed, "artifact folder");
+  if (!dir.ok()) return dir.status();
+  args.artifact_dir = *dir;
+  for (const std::string& text : parsed->GetAll("input")) {
+    auto assignment = SplitAssignment("input", text);
+    if (!assignment.ok()) return assignment.status();
+    args.inputs.push_back(*assignment);
+  }
+  for (const std::string& text : parsed->GetAll("shape")) {
+    auto assignment = ShapeAssignment(text);
+    if (!assignment.ok()) return assignment.status();
+    args.shapes.push_back(*assignment);
+  }
+  if (std::string text = parsed->Get("threads"); !text.empty()) {
+    absl::StatusOr<int64_t> threads = NonNegativeInt("threads", text);
+    if (!threads.ok()) return threads.status();
+    if (*threads > 1024) return Invalid(absl::StrCat("--threads ", text, " is over 1024"));
+    args.threads = static_cast<int32_t>(*threads);
+  }
+  if (std::string text = parsed->Get("repeat"); !text.empty()) {
+    absl::StatusOr<int64_t> repeat = PositiveInt("repeat", text);
+    if (!repeat.ok()) return repeat.status();
+    args.repeat = *repeat;
+  }
+  if (std::string text = parsed->Get("warmup"); !text.empty()) {
+    absl::StatusOr<int64_t> warmup = NonNegativeInt("warmup", text);
+    if (!warmup.ok()) return warmup.status();
+    args.warmup = *warmup;
   }
   return args;
 }
@@ -224,6 +288,7 @@ int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostrea
   }
   if (command == "compile") return Dispatch(command, rest, &ParseCompileArgs, &Compile, console);
   if (command == "run") return Dispatch(command, rest, &ParseRunArgs, &Run, console);
+  if (command == "bench") return Dispatch(command, rest, &ParseBenchArgs, &Bench, console);
   if (command == "inspect") return Dispatch(command, rest, &ParseInspectArgs, &Inspect, console);
   if (command == "targets")
     return Dispatch(command, rest, &ParseTargetsArgs, &ListTargets, console);

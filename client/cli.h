@@ -14,6 +14,7 @@ namespace kiln::client {
 // -t is --target.
 absl::StatusOr<CompileArgs> ParseCompileArgs(const std::vector<std::string>& words);
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& words);
+absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& words);
 absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& words);
 absl::StatusOr<TargetsArgs> ParseTargetsArgs(const std::vector<std::string>& words);
 

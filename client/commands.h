@@ -42,6 +42,18 @@ struct RunArgs {
 // Runs the artifact and writes out_dir/<output name>.npy per output.
 absl::Status Run(const RunArgs& args, Console console);
 
+struct BenchArgs {
+  std::string artifact_dir;                                          // as for `kiln run`
+  std::vector<std::pair<std::string, std::string>> inputs;           // name, .npy or .pb file
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;  // name, dims of random data
+  int32_t threads = -1;  // as kiln_model_set_num_threads (0: one per CPU); -1 leaves the default
+  int64_t repeat = 20;   // timed runs
+  int64_t warmup = 2;    // untimed runs before them
+};
+// Runs the artifact warmup + repeat times on the given or random inputs and prints latency
+// statistics and peak memory, then one machine-readable line "kiln-bench {json}".
+absl::Status Bench(const BenchArgs& args, Console console);
+
 struct InspectArgs {
   std::string model_path;
   std::string after;  // a pass name (see compiler/driver/pipeline.cc); empty: after import

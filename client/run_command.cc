@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/artifact_exec.h"
 #include "client/commands.h"
 #include "client/tensor_io.h"
 #include "compiler/driver/driver.h"
@@ -12,31 +13,6 @@
 
 namespace kiln::client {
 namespace {
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-// The artifact itself, or the one .so in a folder that `kiln compile` wrote.
-absl::StatusOr<std::string> FindArtifact(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) return path;
-  if (!std::filesystem::is_directory(path, ec)) {
-    return absl::NotFoundError(absl::StrCat("no artifact folder '", path, "'"));
-  }
-  std::vector<std::string> found;
-  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
-    if (entry.path().extension() == ".so") found.push_back(entry.path().string());
-  }
-  if (found.size() == 1) return found[0];
-  if (found.empty()) return absl::NotFoundError(absl::StrCat("no .so artifact in '", path, "'"));
-  return absl::InvalidArgumentError(
-      absl::StrCat("several artifacts in '", path, "': ", absl::StrJoin(found, ", ")));
-}
-
-std::string DescribeInputs(const std::vector<runtime::TensorInfo>& inputs) {
-  std::vector<std::string> parts;
-  for (const auto& input : inputs) parts.push_back(input.name + " " + runtime::Describe(input));
-  return absl::StrJoin(parts, ", ");
-}
 
 // Reads one file per model input, in the model's order; names must match exactly.
 absl::StatusOr<NamedTensors> ReadInputs(const RunArgs& args,
@@ -70,20 +46,10 @@ absl::StatusOr<NamedTensors> ReadInputs(const RunArgs& args,
 
 // Computes output shapes, allocates the outputs and runs the artifact.
 absl::StatusOr<NamedTensors> Execute(const runtime::Model& model, NamedTensors& inputs) {
-  std::vector<DLTensor> in;
-  for (auto& [name, tensor] : inputs) in.push_back(tensor.View());
-  std::vector<std::vector<int64_t>> shapes;
-  std::string error;
-  if (!model.OutputShapes(in, &shapes, &error)) return absl::InvalidArgumentError(error);
-  NamedTensors outputs;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    absl::StatusOr<Tensor> tensor = MakeTensor(model.outputs()[i].dtype, shapes[i]);
-    if (!tensor.ok()) return tensor.status();
-    outputs.emplace_back(model.outputs()[i].name, *std::move(tensor));
-  }
-  std::vector<DLTensor> out;
-  for (auto& [name, tensor] : outputs) out.push_back(tensor.View());
-  if (!model.Run(in, &out, &error)) return absl::InvalidArgumentError(error);
+  absl::StatusOr<NamedTensors> outputs = AllocateOutputs(model, inputs);
+  if (!outputs.ok()) return outputs.status();
+  absl::Status status = RunModel(model, inputs, *outputs);
+  if (!status.ok()) return status;
   return outputs;
 }
 
