@@ -48,7 +48,7 @@ struct NpyDescr {
 };
 
 constexpr NpyDescr kNpyDescrs[] = {
-    {"f4", {kDLFloat, 32, 1}}, {"f8", {kDLFloat, 64, 1}},    {"i1", {kDLInt, 8, 1}},
+    {"f2", {kDLFloat, 16, 1}}, {"f4", {kDLFloat, 32, 1}}, {"f8", {kDLFloat, 64, 1}},    {"i1", {kDLInt, 8, 1}},
     {"i2", {kDLInt, 16, 1}},   {"i4", {kDLInt, 32, 1}},      {"i8", {kDLInt, 64, 1}},
     {"u1", {kDLUInt, 8, 1}},   {"u2", {kDLUInt, 16, 1}},     {"u4", {kDLUInt, 32, 1}},
     {"u8", {kDLUInt, 64, 1}},  {"b1", {KILN_DL_BOOL, 8, 1}},
@@ -143,7 +143,7 @@ constexpr OnnxDType kOnnxDTypes[] = {
     {onnx::TensorProto::INT32, {kDLInt, 32, 1}},     {onnx::TensorProto::INT64, {kDLInt, 64, 1}},
     {onnx::TensorProto::UINT8, {kDLUInt, 8, 1}},     {onnx::TensorProto::UINT16, {kDLUInt, 16, 1}},
     {onnx::TensorProto::UINT32, {kDLUInt, 32, 1}},   {onnx::TensorProto::UINT64, {kDLUInt, 64, 1}},
-    {onnx::TensorProto::BOOL, {KILN_DL_BOOL, 8, 1}},
+    {onnx::TensorProto::BOOL, {KILN_DL_BOOL, 8, 1}},  {onnx::TensorProto::FLOAT16, {kDLFloat, 16, 1}},
 };
 
 // Stores each value of a typed field as the tensor's element type (ONNX keeps small integer
@@ -159,7 +159,9 @@ void StoreConverted(const Field& values, Tensor* tensor) {
 template <typename Field>
 void StoreField(const Field& values, Tensor* tensor) {
   DLDataType t = tensor->dtype;
-  if (t.code == kDLFloat) {
+  if (t.code == kDLFloat && t.bits == 16) {
+    StoreConverted<uint16_t>(values, tensor);  // int32_data holds each half's bits
+  } else if (t.code == kDLFloat) {
     t.bits == 32 ? StoreConverted<float>(values, tensor) : StoreConverted<double>(values, tensor);
   } else if (t.code == kDLInt) {
     if (t.bits == 8) StoreConverted<int8_t>(values, tensor);

@@ -1,5 +1,7 @@
 // PrimExpr -> LLVM value. Integers are two's complement of their width (i64 for shapes and
 // indices), floor division and modulo round toward negative infinity, comparisons give i1.
+// float16 is a storage type: its values live in f32 registers (loads extend, stores and casts
+// to f16 round to nearest even), so f16 arithmetic is f32 arithmetic rounded at the end.
 #include "compiler/arith/check.h"
 #include "compiler/codegen/function_emitter.h"
 #include "llvm/IR/Intrinsics.h"
@@ -7,6 +9,8 @@
 namespace kiln::codegen {
 
 using arith::ExprKind;
+
+static bool IsHalf(DataType dtype) { return dtype.code == DataType::kFloat && dtype.bits == 16; }
 
 llvm::Type* RegisterType(llvm::LLVMContext& ctx, DataType dtype) {
   switch (dtype.code) {
@@ -16,7 +20,7 @@ llvm::Type* RegisterType(llvm::LLVMContext& ctx, DataType dtype) {
     case DataType::kUInt:
       return llvm::IntegerType::get(ctx, dtype.bits);
     case DataType::kFloat:
-      if (dtype.bits == 32) return llvm::Type::getFloatTy(ctx);
+      if (dtype.bits == 16 || dtype.bits == 32) return llvm::Type::getFloatTy(ctx);
       if (dtype.bits == 64) return llvm::Type::getDoubleTy(ctx);
       break;
     case DataType::kHandle:
@@ -28,6 +32,7 @@ llvm::Type* RegisterType(llvm::LLVMContext& ctx, DataType dtype) {
 
 llvm::Type* MemoryType(llvm::LLVMContext& ctx, DataType dtype) {
   if (dtype.code == DataType::kBool) return llvm::Type::getInt8Ty(ctx);
+  if (IsHalf(dtype)) return llvm::Type::getInt16Ty(ctx);  // the half's bits
   return RegisterType(ctx, dtype);
 }
 
@@ -57,6 +62,7 @@ llvm::Value* FunctionEmitter::EmitExpr(const PrimExpr& e) {
       if (e->dtype.code == DataType::kBool) return b_.getInt1(e->int_value != 0);
       return llvm::ConstantInt::get(RegisterType(ctx(), e->dtype), e->int_value, true);
     case ExprKind::kFloatImm:
+      if (IsHalf(e->dtype)) return HalfConstant(e->float_value);
       return llvm::ConstantFP::get(RegisterType(ctx(), e->dtype), e->float_value);
     case ExprKind::kVar: {
       auto it = vars_.find(e.get());
@@ -109,9 +115,26 @@ llvm::Value* FunctionEmitter::EmitExprAs(const PrimExpr& e, DataType dtype) {
   return Convert(EmitExpr(e), e->dtype, dtype);
 }
 
+// An f16 constant in its f32 register form: the value rounded to the nearest half.
+llvm::Value* FunctionEmitter::HalfConstant(double value) {
+  llvm::APFloat half(value);
+  bool lost = false;
+  half.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  half.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return llvm::ConstantFP::get(ctx(), half);
+}
+
 // Conversions as C does them, except float -> int saturates (nan -> 0) instead of being
 // undefined out of range, and anything -> bool tests against zero.
 llvm::Value* FunctionEmitter::Convert(llvm::Value* v, DataType from, DataType to) {
+  if (from == to) return v;
+  // An f16 value is an f32 in registers; one that becomes f16 is rounded to a half and back.
+  // (From f64 this rounds twice, which can differ from one rounding in the last place.)
+  if (IsHalf(from)) from = DataType::Float(32);
+  if (IsHalf(to)) {
+    llvm::Value* f = Convert(v, from, DataType::Float(32));
+    return state_.math.HalfBitsToFloat(b_, state_.math.FloatToHalfBits(b_, f));
+  }
   if (from == to) return v;
   llvm::Type* dst = RegisterType(ctx(), to);
   if (to.code == DataType::kBool) {
@@ -225,6 +248,8 @@ static DataType CommonType(DataType a, DataType b) {
 
 llvm::Value* FunctionEmitter::EmitCompare(const ExprNode& e) {
   DataType dtype = CommonType(e.args[0]->dtype, e.args[1]->dtype);
+  // f16 values are f32 in registers: compare there, without rounding an integer operand.
+  if (IsHalf(dtype)) dtype = DataType::Float(32);
   llvm::Value* a = EmitExprAs(e.args[0], dtype);
   llvm::Value* b = EmitExprAs(e.args[1], dtype);
   using P = llvm::CmpInst::Predicate;
@@ -286,6 +311,7 @@ llvm::Value* FunctionEmitter::EmitLoad(const ExprNode& e) {
   llvm::Align align = state_.module.getDataLayout().getABITypeAlign(type);
   llvm::Value* v = b_.CreateAlignedLoad(type, address, align);
   if (e.buffer->dtype.code == DataType::kBool) v = b_.CreateICmpNE(v, b_.getInt8(0));
+  if (IsHalf(e.buffer->dtype)) v = state_.math.HalfBitsToFloat(b_, v);
   return Convert(v, e.buffer->dtype, e.dtype);
 }
 

@@ -11,7 +11,7 @@ namespace intrinsic = ir::intrinsic;
 
 // Field numbers of the LLVM struct types built in ModuleState (DLTensor, KilnEnv).
 enum TensorField { kData = 0, kShape = 4, kByteOffset = 6 };
-enum EnvField { kSelf = 0, kAlloc = 1, kFree = 2, kShapeErrorFn = 3 };
+enum EnvField { kSelf = 0, kAlloc = 1, kFree = 2, kShapeErrorFn = 3, kParallelForFn = 4 };
 
 static llvm::Value* Zero(llvm::LLVMContext& ctx, DataType dtype) {
   return llvm::Constant::getNullValue(RegisterType(ctx, dtype));
@@ -135,13 +135,14 @@ llvm::Value* FunctionEmitter::EmitShapeError(const ExprNode& e) {
   return Zero(ctx(), e.dtype);
 }
 
-// A call to another PrimFunc: buffers as pointers, then scalars, as the callee declares them.
+// A call to another PrimFunc: the KilnEnv, buffers as pointers, then scalars, as the callee
+// declares them.
 llvm::Value* FunctionEmitter::EmitKernelCall(const ExprNode& e, llvm::Function* callee) {
   const ir::PrimFunc& kernel = state_.ir.prim_funcs.at(e.name);
   KILN_CHECK(!kernel.is_host) << func_.name << " calls host function " << e.name;
   KILN_CHECK_EQ(e.args.size(), kernel.buffers.size() + kernel.scalars.size())
       << "arguments of the call to " << e.name << " in " << func_.name;
-  std::vector<llvm::Value*> args;
+  std::vector<llvm::Value*> args = {env_};
   for (size_t i = 0; i < e.args.size(); ++i) {
     DataType dtype = i < kernel.buffers.size() ? DataType::Handle()
                                                : kernel.scalars[i - kernel.buffers.size()]->dtype;
@@ -149,6 +150,16 @@ llvm::Value* FunctionEmitter::EmitKernelCall(const ExprNode& e, llvm::Function* 
   }
   b_.CreateCall(callee, args);
   return Zero(ctx(), e.dtype);
+}
+
+// env->parallel_for(env->self, num_tasks, task, closure); the result is dropped: kernels
+// cannot fail.
+void FunctionEmitter::EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task,
+                                          llvm::Value* closure) {
+  auto* type = llvm::FunctionType::get(
+      b_.getInt32Ty(), {b_.getPtrTy(), b_.getInt64Ty(), b_.getPtrTy(), b_.getPtrTy()}, false);
+  b_.CreateCall(type, EnvField(kParallelForFn, b_.getPtrTy()),
+                {EnvField(kSelf, b_.getPtrTy()), num_tasks, task, closure});
 }
 
 }  // namespace kiln::codegen

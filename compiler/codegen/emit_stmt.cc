@@ -24,6 +24,7 @@ void FunctionEmitter::Emit() {
     inputs_ = arg++;
     outputs_ = arg++;
   } else {
+    env_ = arg++;
     for (const Buffer& buffer : func_.buffers) buffers_[buffer.get()] = arg++;
     for (const PrimExpr& scalar : func_.scalars) vars_[scalar.get()] = arg++;
   }
@@ -66,8 +67,17 @@ void FunctionEmitter::EmitStmt(const Stmt& s) {
   KILN_CHECK(false) << "unknown statement kind " << static_cast<int>(s->kind);
 }
 
+// Vectorized loops up to this many iterations are unrolled after vectorization: a handful of
+// vector steps.
+constexpr int64_t kMaxUnrolledVectorizedExtent = 64;
+
+static bool IsShortConstant(const PrimExpr& extent) {
+  return extent->kind == arith::ExprKind::kIntImm &&
+         extent->int_value <= kMaxUnrolledVectorizedExtent;
+}
+
 // Loop hints for the optimizer: vectorized loops ask the loop vectorizer, unrolled loops the
-// unroller. Parallel loops run serially until the runtime has a thread pool.
+// unroller.
 static void AddLoopMetadata(llvm::BranchInst* latch, const StmtNode& s) {
   llvm::LLVMContext& ctx = latch->getContext();
   std::vector<llvm::Metadata*> ops = {nullptr};  // operand 0 is the loop id itself
@@ -75,6 +85,16 @@ static void AddLoopMetadata(llvm::BranchInst* latch, const StmtNode& s) {
     ops.push_back(
         llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
                                 llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(ctx))}));
+    // Not unrolled into scalars before the vectorizer sees it.
+    ops.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")}));
+    if (IsShortConstant(s.extent)) {
+      // ...but unrolled once vectorized, so the few vector iterations have constant indices
+      // and a kernel-local buffer they update (a matmul tile) can live in registers.
+      llvm::MDNode* unroll =
+          llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.full")});
+      ops.push_back(llvm::MDNode::get(
+          ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.followup_vectorized"), unroll}));
+    }
   } else if (s.for_kind == ir::ForKind::kUnrolled) {
     bool constant = s.extent->kind == arith::ExprKind::kIntImm;
     ops.push_back(
@@ -89,9 +109,16 @@ static void AddLoopMetadata(llvm::BranchInst* latch, const StmtNode& s) {
 }
 
 void FunctionEmitter::EmitFor(const StmtNode& s) {
+  if (s.for_kind == ir::ForKind::kParallel && !in_parallel_ && !func_.is_host) {
+    return EmitParallelFor(s);
+  }
   DataType dtype = s.var->dtype;
   llvm::Value* min = EmitExprAs(s.min, dtype);
-  llvm::Value* end = b_.CreateAdd(min, EmitExprAs(s.extent, dtype), "", false, true);
+  EmitLoop(s, min, b_.CreateAdd(min, EmitExprAs(s.extent, dtype), "", false, true));
+}
+
+// for (var = begin; var < end; ++var) s.body
+void FunctionEmitter::EmitLoop(const StmtNode& s, llvm::Value* begin, llvm::Value* end) {
   llvm::BasicBlock* preheader = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx(), "for." + s.var->name, fn_);
   auto* body = llvm::BasicBlock::Create(ctx(), "for.body", fn_);
@@ -99,8 +126,8 @@ void FunctionEmitter::EmitFor(const StmtNode& s) {
   b_.CreateBr(header);
 
   b_.SetInsertPoint(header);
-  llvm::PHINode* i = b_.CreatePHI(RegisterType(ctx(), dtype), 2, s.var->name);
-  i->addIncoming(min, preheader);
+  llvm::PHINode* i = b_.CreatePHI(RegisterType(ctx(), s.var->dtype), 2, s.var->name);
+  i->addIncoming(begin, preheader);
   b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
 
   b_.SetInsertPoint(body);
@@ -115,11 +142,76 @@ void FunctionEmitter::EmitFor(const StmtNode& s) {
   b_.SetInsertPoint(exit);
 }
 
+// A parallel loop: its body becomes a function of (closure, begin, end) that runs iterations
+// [min + begin, min + end), and env->parallel_for hands it ranges of [0, extent). The closure
+// is a struct of every value in scope (env, buffers, variables); the optimizer drops the
+// fields the body does not read only within the outlined function, which is cheap.
+void FunctionEmitter::EmitParallelFor(const StmtNode& s) {
+  Captured captured;
+  std::vector<llvm::Value*> values = {env_};
+  for (const auto& [buffer, value] : buffers_) {
+    captured.buffers.push_back(buffer);
+    values.push_back(value);
+  }
+  for (const auto& [var, value] : vars_) {
+    captured.vars.push_back(var);
+    values.push_back(value);
+  }
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* v : values) types.push_back(v->getType());
+  auto* closure_type = llvm::StructType::get(ctx(), types);
+  llvm::Function* task = OutlineParallelBody(s, closure_type, captured);
+
+  llvm::AllocaInst* closure = CreateEntryAlloca(closure_type, 1, "closure");
+  for (size_t f = 0; f < values.size(); ++f) {
+    b_.CreateStore(values[f], b_.CreateStructGEP(closure_type, closure, f));
+  }
+  EmitParallelForCall(EmitExprAs(s.extent, DataType::Int(64)), task, closure);
+}
+
+// `i32 kernel.parallelN(ptr closure, i64 begin, i64 end)`: unpacks the closure into a fresh
+// emitter's scope (field 0 is env, then the buffers, then the variables) and runs the loop
+// serially.
+llvm::Function* FunctionEmitter::OutlineParallelBody(const StmtNode& s,
+                                                     llvm::StructType* closure_type,
+                                                     const Captured& captured) {
+  auto* type = llvm::FunctionType::get(b_.getInt32Ty(),
+                                       {b_.getPtrTy(), b_.getInt64Ty(), b_.getInt64Ty()}, false);
+  std::string name = fn_->getName().str() + ".parallel" + std::to_string(state_.num_outlined++);
+  auto* task =
+      llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, state_.module);
+  task->addFnAttr(llvm::Attribute::NoUnwind);
+  FunctionEmitter body(state_, func_, task);
+  body.in_parallel_ = true;
+  body.b_.SetInsertPoint(llvm::BasicBlock::Create(ctx(), "entry", task));
+  llvm::Value* closure = task->getArg(0);
+  auto field = [&](size_t f) {
+    return body.b_.CreateLoad(closure_type->getElementType(f),
+                              body.b_.CreateStructGEP(closure_type, closure, f));
+  };
+  size_t f = 0;
+  body.env_ = field(f++);
+  for (const arith::BufferNode* buffer : captured.buffers) body.buffers_[buffer] = field(f++);
+  for (const ExprNode* var : captured.vars) body.vars_[var] = field(f++);
+  DataType dtype = s.var->dtype;
+  llvm::Value* min = body.EmitExprAs(s.min, dtype);
+  auto offset = [&](llvm::Value* v) {
+    llvm::Value* cast = body.b_.CreateSExtOrTrunc(v, RegisterType(ctx(), dtype));
+    return body.b_.CreateAdd(min, cast, "", false, true);
+  };
+  body.EmitLoop(s, offset(task->getArg(1)), offset(task->getArg(2)));
+  body.b_.CreateRet(body.b_.getInt32(0));
+  return task;
+}
+
 void FunctionEmitter::EmitStore(const StmtNode& s) {
   llvm::Value* address = ElementAddress(s.buffer, s.indices);
   llvm::Value* value = EmitExprAs(s.value, s.buffer->dtype);
   llvm::Type* type = MemoryType(ctx(), s.buffer->dtype);
   if (s.buffer->dtype.code == DataType::kBool) value = b_.CreateZExt(value, type);
+  if (type->isIntegerTy(16) && s.buffer->dtype.is_float()) {
+    value = state_.math.FloatToHalfBits(b_, value);  // f16 storage: see emit_expr.cc
+  }
   b_.CreateAlignedStore(value, address, state_.module.getDataLayout().getABITypeAlign(type));
 }
 

@@ -40,6 +40,8 @@ struct ModuleState {
   MathLibrary math;
   llvm::StructType* dl_tensor;  // DLTensor (dlpack 0.6)
   llvm::StructType* env;        // KilnEnv
+  // Outlined parallel loop bodies, for unique names.
+  int num_outlined = 0;
 };
 
 class FunctionEmitter {
@@ -61,12 +63,22 @@ class FunctionEmitter {
   llvm::Value* EmitCompare(const ExprNode& e);
   llvm::Value* EmitCall(const ExprNode& e);
   llvm::Value* Convert(llvm::Value* v, DataType from, DataType to);
+  llvm::Value* HalfConstant(double value);
   llvm::Value* ElementAddress(const Buffer& buffer, const std::vector<PrimExpr>& indices);
   llvm::Value* EmitLoad(const ExprNode& e);
 
   // emit_stmt.cc
   void EmitStmt(const Stmt& s);
   void EmitFor(const StmtNode& s);
+  void EmitLoop(const StmtNode& s, llvm::Value* begin, llvm::Value* end);
+  void EmitParallelFor(const StmtNode& s);
+  // What a parallel loop body sees of its enclosing scope, in closure order.
+  struct Captured {
+    std::vector<const arith::BufferNode*> buffers;
+    std::vector<const ExprNode*> vars;
+  };
+  llvm::Function* OutlineParallelBody(const StmtNode& s, llvm::StructType* closure_type,
+                                      const Captured& captured);
   void EmitStore(const StmtNode& s);
   void EmitIfThenElse(const StmtNode& s);
   void EmitAllocate(const StmtNode& s);
@@ -84,6 +96,7 @@ class FunctionEmitter {
   llvm::Value* EnvField(int field, llvm::Type* type);
   llvm::Value* EmitAlloc(const PrimExpr& bytes);
   llvm::Value* EmitShapeError(const ExprNode& e);
+  void EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task, llvm::Value* closure);
 
   llvm::LLVMContext& ctx() { return fn_->getContext(); }
 
@@ -94,10 +107,12 @@ class FunctionEmitter {
   // Variables and buffers are identified by node address, as the IR identifies them.
   std::unordered_map<const ExprNode*, llvm::Value*> vars_;
   std::unordered_map<const arith::BufferNode*, llvm::Value*> buffers_;
-  // Host functions: the three ABI parameters.
+  // Host functions: the three ABI parameters; kernels get env_ as a hidden first parameter.
   llvm::Value* env_ = nullptr;
   llvm::Value* inputs_ = nullptr;
   llvm::Value* outputs_ = nullptr;
+  // Inside an outlined parallel loop body: nested parallel loops run serially.
+  bool in_parallel_ = false;
 };
 
 // Binds a variable for the extent of a scope (Let, For), restoring any outer binding.

@@ -6,6 +6,7 @@
 #include "compiler/codegen/shared_object.h"
 #include "compiler/codegen/target_machine.h"
 #include "kiln/artifact_abi.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Triple.h"
@@ -26,14 +27,15 @@ ModuleState::ModuleState(llvm::Module& module, const ir::IRModule& ir)
                                        {ptr, llvm::StructType::get(ctx, {i32, i32}), i32,
                                         llvm::StructType::get(ctx, {i8, i8, i16}), ptr, ptr, i64},
                                        "DLTensor");
-  env = llvm::StructType::create(ctx, {ptr, ptr, ptr, ptr}, "KilnEnv");
+  // self, alloc, free, shape_error, parallel_for.
+  env = llvm::StructType::create(ctx, {ptr, ptr, ptr, ptr, ptr}, "KilnEnv");
 }
 
 namespace {
 
-// Kernels: internal `void name(ptr noalias buffers..., scalars...)`, kept out of line so each
-// stays one function in profiles. Host functions: exported `i32 name(ptr env, ptr inputs,
-// ptr outputs)`.
+// Kernels: internal `void name(ptr env, ptr noalias buffers..., scalars...)`, kept out of line
+// so each stays one function in profiles; env (the caller's KilnEnv) runs parallel loops. Host
+// functions: exported `i32 name(ptr env, ptr inputs, ptr outputs)`.
 llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
                                 const ir::PrimFunc& func) {
   llvm::LLVMContext& ctx = module.getContext();
@@ -45,16 +47,17 @@ llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
     const char* names[] = {"env", "inputs", "outputs"};
     for (int i = 0; i < 3; ++i) fn->getArg(i)->setName(names[i]);
   } else {
-    std::vector<llvm::Type*> params(func.buffers.size(), ptr);
+    std::vector<llvm::Type*> params(func.buffers.size() + 1, ptr);
     for (const PrimExpr& s : func.scalars) params.push_back(RegisterType(ctx, s->dtype));
     auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
     fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, module);
+    fn->getArg(0)->setName("env");
     for (size_t i = 0; i < func.buffers.size(); ++i) {
-      fn->addParamAttr(i, llvm::Attribute::NoAlias);
-      fn->getArg(i)->setName(func.buffers[i]->name);
+      fn->addParamAttr(i + 1, llvm::Attribute::NoAlias);
+      fn->getArg(i + 1)->setName(func.buffers[i]->name);
     }
     for (size_t i = 0; i < func.scalars.size(); ++i) {
-      fn->getArg(func.buffers.size() + i)->setName(func.scalars[i]->name);
+      fn->getArg(func.buffers.size() + 1 + i)->setName(func.scalars[i]->name);
     }
     fn->addFnAttr(llvm::Attribute::NoInline);
   }
@@ -85,10 +88,33 @@ void EmitMetadataFunctions(llvm::Module& module, const std::string& signature) {
   for (llvm::Function* fn : {version, get}) fn->addFnAttr(llvm::Attribute::NoUnwind);
 }
 
+// Lets the backend fuse `x + a * b` in kernels into one FMA instruction (one rounding instead
+// of two), as C compilers do by default (-ffp-contract=on): it is what makes the matmul
+// micro-kernel one vector FMA per step. Only fadd: `a - q * b` (floormod) stays exact as
+// written. Outlined parallel loop bodies are covered through their callers' names.
+void AllowMultiplyAddContraction(llvm::Function& kernel) {
+  llvm::Module& module = *kernel.getParent();
+  for (llvm::Function& fn : module) {
+    if (&fn != &kernel && !fn.getName().starts_with((kernel.getName() + ".parallel").str())) {
+      continue;
+    }
+    for (llvm::Instruction& inst : llvm::instructions(fn)) {
+      if (inst.getOpcode() != llvm::Instruction::FAdd) continue;
+      for (llvm::Value* operand : inst.operands()) {
+        auto* mul = llvm::dyn_cast<llvm::Instruction>(operand);
+        if (!mul || mul->getOpcode() != llvm::Instruction::FMul || !mul->hasOneUse()) continue;
+        mul->setHasAllowContract(true);
+        inst.setHasAllowContract(true);
+      }
+    }
+  }
+}
+
 absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx,
                                                           const ir::IRModule& ir,
                                                           const std::string& signature,
-                                                          llvm::TargetMachine& machine) {
+                                                          llvm::TargetMachine& machine,
+                                                          int vector_bits) {
   for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE}) {
     if (ir.prim_funcs.count(reserved)) {
       return absl::InternalError(std::string("a PrimFunc is named ") + reserved +
@@ -107,9 +133,15 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
     FunctionEmitter(state, func, state.functions.at(name)).Emit();
   }
   EmitMetadataFunctions(*module, signature);
+  for (const auto& [name, func] : ir.prim_funcs) {
+    if (!func.is_host) AllowMultiplyAddContraction(*state.functions.at(name));
+  }
   for (llvm::Function& fn : *module) {
     if (fn.isDeclaration()) continue;
     fn.addFnAttr("target-cpu", machine.getTargetCPU());
+    // The schedule sized its tiles for the target's vectors; LLVM otherwise prefers 256 bits
+    // on AVX-512 CPUs.
+    fn.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
     if (!machine.getTargetFeatureString().empty()) {
       fn.addFnAttr("target-features", machine.getTargetFeatureString());
     }
@@ -132,7 +164,8 @@ absl::StatusOr<OptimizedModule> Optimize(llvm::LLVMContext& ctx, const ir::IRMod
                                          const std::string& signature, const ir::Target& target) {
   OptimizedModule result;
   KILN_ASSIGN_OR_RETURN(result.machine, CreateTargetMachine(target));
-  KILN_ASSIGN_OR_RETURN(result.module, BuildModule(ctx, ir, signature, *result.machine));
+  KILN_ASSIGN_OR_RETURN(result.module,
+                        BuildModule(ctx, ir, signature, *result.machine, target.vector_bits));
   OptimizeModule(*result.module, *result.machine);
   return result;
 }

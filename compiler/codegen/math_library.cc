@@ -336,13 +336,52 @@ llvm::Value* MathLibrary::Call(llvm::IRBuilder<>& b, const std::string& name,
   return b.CreateCall(GetOrCreate(name, type), args);
 }
 
-llvm::Function* MathLibrary::GetOrCreate(const std::string& name, llvm::Type* type) {
-  auto key = std::make_pair(name, type);
-  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
-  std::vector<llvm::Type*> params(Arity(name), type);
-  auto* fn_type = llvm::FunctionType::get(type, params, /*isVarArg=*/false);
-  std::string symbol = "kiln.math." + name + (type->isFloatTy() ? ".f32" : ".f64");
-  auto* fn = llvm::Function::Create(fn_type, llvm::GlobalValue::InternalLinkage, symbol, module_);
+namespace {
+
+// half -> f32 (F. Giesen, "half_to_float_fast5"): move exponent and mantissa into place and
+// rebias; inf/NaN get the f32 all-ones exponent; subnormals are renormalized by an exact f32
+// subtraction of 2^-14.
+Value* EmitHalfToFloat(llvm::IRBuilder<>& b, Value* bits) {
+  auto* i32 = b.getInt32Ty();
+  auto* f32 = b.getFloatTy();
+  Value* h = b.CreateZExt(bits, i32);
+  Value* sign = b.CreateShl(b.CreateAnd(h, 0x8000), 16);
+  Value* o = b.CreateShl(b.CreateAnd(h, 0x7fff), 13);
+  Value* exponent = b.CreateAnd(o, 0x0f800000);
+  o = b.CreateAdd(o, b.getInt32((127 - 15) << 23));
+  Value* inf_nan = b.CreateAdd(o, b.getInt32((128 - 16) << 23));
+  Value* magic = b.CreateBitCast(b.getInt32(113 << 23), f32);
+  Value* subnormal = b.CreateBitCast(
+      b.CreateFSub(b.CreateBitCast(b.CreateAdd(o, b.getInt32(1 << 23)), f32), magic), i32);
+  Value* r = b.CreateSelect(b.CreateICmpEQ(exponent, b.getInt32(0x0f800000)), inf_nan, o);
+  r = b.CreateSelect(b.CreateICmpEQ(exponent, b.getInt32(0)), subnormal, r);
+  return b.CreateBitCast(b.CreateOr(r, sign), f32);
+}
+
+// f32 -> half, round to nearest even (F. Giesen, "float_to_half_fast3_rtne"), branch-free.
+// Results that are subnormal halves come from an f32 addition of 0.5, which rounds the
+// mantissa at exactly the half's last place.
+Value* EmitFloatToHalf(llvm::IRBuilder<>& b, Value* value) {
+  auto* i32 = b.getInt32Ty();
+  auto* f32 = b.getFloatTy();
+  Value* u = b.CreateBitCast(value, i32);
+  Value* sign = b.CreateAnd(u, 0x80000000u);
+  Value* a = b.CreateXor(u, sign);  // |value|
+  Value* nan_or_inf = b.CreateSelect(b.CreateICmpUGT(a, b.getInt32(255u << 23)), b.getInt32(0x7e00),
+                                     b.getInt32(0x7c00));
+  Value* denorm_magic = b.getInt32(((127 - 15) + (23 - 10) + 1) << 23);
+  Value* shifted = b.CreateFAdd(b.CreateBitCast(a, f32), b.CreateBitCast(denorm_magic, f32));
+  Value* subnormal = b.CreateSub(b.CreateBitCast(shifted, i32), denorm_magic);
+  Value* odd = b.CreateAnd(b.CreateLShr(a, 13), 1);
+  Value* rebiased = b.CreateAdd(a, b.getInt32(((15 - 127) << 23) + 0xfff));
+  Value* normal = b.CreateLShr(b.CreateAdd(rebiased, odd), 13);
+  Value* finite = b.CreateSelect(b.CreateICmpULT(a, b.getInt32(113u << 23)), subnormal, normal);
+  Value* r = b.CreateSelect(b.CreateICmpUGE(a, b.getInt32((127u + 16) << 23)), nan_or_inf, finite);
+  r = b.CreateOr(r, b.CreateLShr(sign, 16));
+  return b.CreateTrunc(r, b.getInt16Ty());
+}
+
+void SetPureInlineAttributes(llvm::Function* fn) {
   fn->addFnAttr(llvm::Attribute::AlwaysInline);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   fn->addFnAttr(llvm::Attribute::WillReturn);
@@ -350,6 +389,45 @@ llvm::Function* MathLibrary::GetOrCreate(const std::string& name, llvm::Type* ty
   fn->addFnAttr(llvm::Attribute::NoFree);
   fn->addFnAttr(llvm::Attribute::Speculatable);
   fn->setDoesNotAccessMemory();
+}
+
+}  // namespace
+
+llvm::Value* MathLibrary::HalfBitsToFloat(llvm::IRBuilder<>& b, llvm::Value* bits) {
+  KILN_CHECK(bits->getType()->isIntegerTy(16)) << "half bits must be i16";
+  return b.CreateCall(GetOrCreateHalfConversion(/*to_half=*/false), {bits});
+}
+
+llvm::Value* MathLibrary::FloatToHalfBits(llvm::IRBuilder<>& b, llvm::Value* value) {
+  KILN_CHECK(value->getType()->isFloatTy()) << "only f32 values are rounded to half";
+  return b.CreateCall(GetOrCreateHalfConversion(/*to_half=*/true), {value});
+}
+
+llvm::Function* MathLibrary::GetOrCreateHalfConversion(bool to_half) {
+  auto& ctx = module_.getContext();
+  llvm::Type* i16 = llvm::Type::getInt16Ty(ctx);
+  llvm::Type* f32 = llvm::Type::getFloatTy(ctx);
+  auto key = std::make_pair(std::string(to_half ? "to_half" : "from_half"), to_half ? f32 : i16);
+  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+  auto* fn_type = llvm::FunctionType::get(to_half ? i16 : f32, {to_half ? f32 : i16}, false);
+  auto* fn = llvm::Function::Create(fn_type, llvm::GlobalValue::InternalLinkage,
+                                    to_half ? "kiln.half.from_f32" : "kiln.half.to_f32", module_);
+  SetPureInlineAttributes(fn);
+  functions_[key] = fn;
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value* arg = fn->getArg(0);
+  b.CreateRet(to_half ? EmitFloatToHalf(b, arg) : EmitHalfToFloat(b, arg));
+  return fn;
+}
+
+llvm::Function* MathLibrary::GetOrCreate(const std::string& name, llvm::Type* type) {
+  auto key = std::make_pair(name, type);
+  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+  std::vector<llvm::Type*> params(Arity(name), type);
+  auto* fn_type = llvm::FunctionType::get(type, params, /*isVarArg=*/false);
+  std::string symbol = "kiln.math." + name + (type->isFloatTy() ? ".f32" : ".f64");
+  auto* fn = llvm::Function::Create(fn_type, llvm::GlobalValue::InternalLinkage, symbol, module_);
+  SetPureInlineAttributes(fn);
   functions_[key] = fn;
 
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(module_.getContext(), "entry", fn));

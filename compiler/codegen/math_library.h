@@ -26,8 +26,17 @@ class MathLibrary {
   llvm::Value* Call(llvm::IRBuilder<>& b, const std::string& name,
                     const std::vector<llvm::Value*>& args);
 
+  // float16 storage: the i16 bits of a half <-> an f32. Emitted as integer code rather than
+  // LLVM `half` conversions, which lower to compiler-rt calls (__extendhfsf2, __truncsfhf2) on
+  // targets without hardware support (x86-64 before F16C, wasm).
+  // Exact: every half is an f32.
+  llvm::Value* HalfBitsToFloat(llvm::IRBuilder<>& b, llvm::Value* bits);
+  // Rounds to nearest, ties to even; overflow gives inf, NaN stays NaN (quiet), signs kept.
+  llvm::Value* FloatToHalfBits(llvm::IRBuilder<>& b, llvm::Value* value);
+
  private:
   llvm::Function* GetOrCreate(const std::string& name, llvm::Type* type);
+  llvm::Function* GetOrCreateHalfConversion(bool to_half);
 
   llvm::Module& module_;
   std::map<std::pair<std::string, llvm::Type*>, llvm::Function*> functions_;

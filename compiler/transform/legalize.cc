@@ -23,6 +23,8 @@ const KernelBuilderTable& Builders() {
     RegisterNNKernelBuilders(*t);
     RegisterReduceKernelBuilders(*t);
     RegisterImageKernelBuilders(*t);
+    RegisterMultiOutputKernelBuilders(*t);
+    RegisterRecurrentKernelBuilders(*t);
     return t;
   }();
   return *table;
@@ -43,11 +45,25 @@ absl::StatusOr<Buffer> TensorBuffer(const ir::ExprNode& call, const std::string&
         "op ", call.name, ": operand ", name, " is ", ir::ToString(info),
         "; only tensors with shapes known at compile time (symbolic or not) are compiled yet"));
   }
-  if (info.dtype.is_float() && info.dtype.bits == 16) {
-    return absl::UnimplementedError(
-        absl::StrCat("op ", call.name, ": float16 tensors are not compiled yet"));
-  }
   return arith::MakeBuffer(name, info.dtype, *info.shape);
+}
+
+// One buffer per result: "out" for a tensor, out0, out1, ... for the fields of a tuple.
+absl::StatusOr<std::vector<Buffer>> OutputBuffers(const ir::ExprNode& call) {
+  const ir::StructInfo& info = call.struct_info;
+  if (info.kind != ir::StructInfo::Kind::kTuple) {
+    KILN_ASSIGN_OR_RETURN(Buffer out, TensorBuffer(call, "out", info));
+    return std::vector<Buffer>{out};
+  }
+  if (info.fields.empty()) {
+    return absl::UnimplementedError(absl::StrCat("op ", call.name, " has no results"));
+  }
+  std::vector<Buffer> outs;
+  for (size_t i = 0; i < info.fields.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Buffer out, TensorBuffer(call, absl::StrCat("out", i), info.fields[i]));
+    outs.push_back(out);
+  }
+  return outs;
 }
 
 // The symbolic variables a kernel's buffer shapes use, each once: its scalar parameters.
@@ -92,13 +108,13 @@ class Legalizer {
       inputs.push_back(in);
       tensor_args.push_back(arg);
     }
-    KILN_ASSIGN_OR_RETURN(Buffer out, TensorBuffer(call, "out", call.struct_info));
-    KernelContext k{call, inputs, out, analyzer_};
+    KILN_ASSIGN_OR_RETURN(std::vector<Buffer> outs, OutputBuffers(call));
+    KernelContext k{call, inputs, outs[0], analyzer_, outs};
     KILN_ASSIGN_OR_RETURN(Stmt body, KernelBody(k));
     ir::PrimFunc kernel;
     kernel.name = FreshKernelName(call.name);
     kernel.buffers = inputs;
-    kernel.buffers.push_back(out);
+    kernel.buffers.insert(kernel.buffers.end(), outs.begin(), outs.end());
     kernel.scalars = ShapeVars(kernel.buffers);
     kernel.body = body;
     module_.prim_funcs.emplace(kernel.name, kernel);

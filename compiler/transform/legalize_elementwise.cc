@@ -152,6 +152,26 @@ PrimExpr Shrink(PrimExpr x, const ir::Attrs& attrs) {
   return arith::Cast(x->dtype, y);
 }
 
+// base^e by square-and-multiply in double for a whole exponent 0 <= e < 128, else `other`.
+// Exact while the result fits double's mantissa, where the intrinsic pow (exp(e * log b))
+// may land just below a whole number, which the conversion to an integer then truncates.
+PrimExpr WholePower(PrimExpr base, PrimExpr e, PrimExpr other) {
+  DataType f64 = DataType::Float(64);
+  PrimExpr whole = arith::Binary(
+      ExprKind::kAnd, arith::Binary(ExprKind::kEQ, e, arith::Call(f64, "floor", {e})),
+      arith::Binary(ExprKind::kAnd, arith::Binary(ExprKind::kGE, e, arith::FloatImm(0, f64)),
+                    Lt(e, arith::FloatImm(128, f64))));
+  PrimExpr bits = arith::Cast(DataType::Int(), arith::Select(whole, e, arith::FloatImm(0, f64)));
+  PrimExpr result = arith::FloatImm(1, f64), square = base;
+  for (int i = 0; i < 7; ++i) {
+    PrimExpr bit =
+        arith::FloorMod(arith::FloorDiv(bits, arith::IntImm(int64_t{1} << i)), arith::IntImm(2));
+    result = result * arith::Select(Eq(bit, arith::IntImm(1)), square, arith::FloatImm(1, f64));
+    if (i < 6) square = square * square;
+  }
+  return arith::Select(whole, result, other);
+}
+
 // pow with a float on either side: in double, then converted (saturating) to the base's
 // type, as the reference does. Two integers need the exact loop of PowInt.
 PrimExpr Pow(PrimExpr base, PrimExpr exponent) {
@@ -160,7 +180,9 @@ PrimExpr Pow(PrimExpr base, PrimExpr exponent) {
   if (!t.is_float() && !exponent->dtype.is_float()) return nullptr;
   if (t.code == DataType::kBool || exponent->dtype.code == DataType::kBool) return nullptr;
   DataType f64 = DataType::Float(64);
-  PrimExpr r = arith::Call(f64, "pow", {arith::Cast(f64, base), arith::Cast(f64, exponent)});
+  PrimExpr b = arith::Cast(f64, base), e = arith::Cast(f64, exponent);
+  PrimExpr r = arith::Call(f64, "pow", {b, e});
+  if (t.is_int()) r = WholePower(b, e, r);
   return t == f64 ? r : arith::Cast(t, r);
 }
 

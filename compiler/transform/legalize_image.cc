@@ -64,21 +64,10 @@ Stmt SpaceToDepthBody(const KernelContext& k) {
 
 // ---- cum_sum ---------------------------------------------------------------------------
 
-// Running sums along a constant axis, one line at a time in a 1-element scratch
-// accumulator; floats add in double, integers in their own type, as the reference does.
-absl::StatusOr<Stmt> CumSumBody(const KernelContext& k) {
+// Running sums along one axis, one line at a time in a 1-element scratch accumulator;
+// floats add in double, integers in their own type, as the reference does.
+Stmt CumSumAlong(const KernelContext& k, int64_t axis) {
   const Buffer& x = k.inputs[0];
-  int64_t rank = x->shape.size();
-  auto axes = IntsOperand(k.call, 1);
-  if (!axes || axes->size() != 1 || (*axes)[0]->kind != ExprKind::kIntImm) {
-    return NotConstant(k.call, 1, "axis");
-  }
-  if (x->dtype.code == DataType::kBool) {
-    return absl::UnimplementedError("op cum_sum: bool tensors are not compiled");
-  }
-  int64_t axis = (*axes)[0]->int_value;
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("op cum_sum: axis out of range");
   bool exclusive = op::GetIntAttr(k.call.attrs, "exclusive", 0) != 0;
   bool reverse = op::GetIntAttr(k.call.attrs, "reverse", 0) != 0;
   DataType acc_t = x->dtype.is_float() ? DataType::Float(64) : x->dtype;
@@ -102,6 +91,37 @@ absl::StatusOr<Stmt> CumSumBody(const KernelContext& k) {
     Stmt loop = ir::For(i, Int(0), n, ir::ForKind::kSerial, ir::Seq(step));
     return ir::Allocate(acc, ir::Seq({ir::Store(acc, {Int(0)}, Zero(acc_t)), loop}));
   });
+}
+
+// A constant axis gives one loop nest; an axis read at run time gives one nest per axis of
+// the (known) rank, of which the one the axis names runs. An axis out of range writes
+// nothing (the reference reports it as an error).
+absl::StatusOr<Stmt> CumSumBody(const KernelContext& k) {
+  const Buffer& x = k.inputs[0];
+  int64_t rank = x->shape.size();
+  if (x->dtype.code == DataType::kBool) {
+    return absl::UnimplementedError("op cum_sum: bool tensors are not compiled");
+  }
+  auto axes = IntsOperand(k.call, 1);
+  if (axes && axes->size() == 1 && (*axes)[0]->kind == ExprKind::kIntImm) {
+    int64_t axis = (*axes)[0]->int_value;
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) {
+      return absl::InvalidArgumentError(absl::StrCat("op cum_sum: axis ", (*axes)[0]->int_value,
+                                                     " out of range for rank ", rank));
+    }
+    return CumSumAlong(k, axis);
+  }
+  const Buffer* axis_buf = OptionalInput(k, 1);
+  if (axes || !axis_buf || rank == 0) return NotConstant(k.call, 1, "axis");
+  PrimExpr axis = ScalarOperand(k, 1);
+  if (axis->dtype != DataType::Int()) axis = arith::Cast(DataType::Int(), axis);
+  std::vector<Stmt> cases;
+  for (int64_t a = 0; a < rank; ++a) {
+    PrimExpr named = Or(Cmp(ExprKind::kEQ, axis, Int(a)), Cmp(ExprKind::kEQ, axis, Int(a - rank)));
+    cases.push_back(ir::IfThenElse(named, CumSumAlong(k, a)));
+  }
+  return ir::Seq(cases);
 }
 
 // ---- reverse_sequence ------------------------------------------------------------------
@@ -162,7 +182,7 @@ PrimExpr Math(const std::string& fn, PrimExpr x) { return arith::Call(x->dtype, 
 
 // The source coordinate of output coordinate x (as the reference's SourceCoordinate).
 PrimExpr SourceCoordinate(const ResizeParams& p, PrimExpr x, PrimExpr scale, PrimExpr in,
-                          PrimExpr out_len, double roi_lo, double roi_hi) {
+                          PrimExpr out_len, PrimExpr roi_lo, PrimExpr roi_hi) {
   const std::string& t = p.transform;
   PrimExpr len_is_1 = Cmp(ExprKind::kEQ, out_len, F64(1));
   if (t == "align_corners") {
@@ -174,9 +194,9 @@ PrimExpr SourceCoordinate(const ResizeParams& p, PrimExpr x, PrimExpr scale, Pri
     return arith::Select(len_is_1, F64(-0.5), Div(x + F64(0.5), scale) - F64(0.5));
   }
   if (t == "tf_crop_and_resize") {
-    PrimExpr start = F64(roi_lo) * (in - F64(1));
-    PrimExpr one = Div(F64(roi_hi - roi_lo) * (in - F64(1)), F64(2)) + start;
-    PrimExpr many = Div(x * F64(roi_hi - roi_lo) * (in - F64(1)), out_len - F64(1)) + start;
+    PrimExpr start = roi_lo * (in - F64(1));
+    PrimExpr one = Div((roi_hi - roi_lo) * (in - F64(1)), F64(2)) + start;
+    PrimExpr many = Div(x * (roi_hi - roi_lo) * (in - F64(1)), out_len - F64(1)) + start;
     return arith::Select(len_is_1, one, many);
   }
   return Div(x + F64(0.5), scale) - F64(0.5);  // half_pixel
@@ -252,9 +272,34 @@ bool IdentityAxis(const ResizeParams& p, const std::optional<double>& scale) {
          t == "pytorch_half_pixel";
 }
 
-// Not registered yet: no conformance test has constant scales or sizes, so its numbers are
-// unverified.
-[[maybe_unused]] absl::StatusOr<Stmt> ResizeBody(const KernelContext& k) {
+// The `count` values of operand i as doubles: constants where the operand is one, else
+// loads from its input buffer at run time; nullopt when it is neither.
+std::optional<std::vector<PrimExpr>> FloatValues(const KernelContext& k, size_t i, size_t count) {
+  std::vector<PrimExpr> values;
+  if (auto constant = FloatsOperand(k.call, i)) {
+    if (constant->size() != count) return std::nullopt;
+    for (double v : *constant) values.push_back(F64(v));
+    return values;
+  }
+  const Buffer* buf = OptionalInput(k, i);
+  if (!buf || (*buf)->shape.size() != 1 || !k.analyzer.ProveEqual((*buf)->shape[0], Int(count))) {
+    return std::nullopt;
+  }
+  for (size_t j = 0; j < count; ++j) values.push_back(ToF64(arith::Load(*buf, {Int(j)})));
+  return values;
+}
+
+// Whether operand i is omitted or has no elements.
+bool EmptyOperand(const KernelContext& k, size_t i) {
+  if (ir::IsNone(k.call.args[i])) return true;
+  if (auto constant = FloatsOperand(k.call, i)) return constant->empty();
+  const Buffer* buf = OptionalInput(k, i);
+  return buf && (*buf)->shape.size() == 1 && (*buf)->shape[0]->is_const_int(0);
+}
+
+// Scales, sizes and roi may be constants or tensors read at run time; the output shape is
+// known either way (struct-info inference or the model's declared output).
+absl::StatusOr<Stmt> ResizeBody(const KernelContext& k) {
   const Buffer& x = k.inputs[0];
   size_t rank = x->shape.size();
   if (k.call.args.size() != 4) return absl::UnimplementedError("op resize: expects 4 operands");
@@ -268,20 +313,18 @@ bool IdentityAxis(const ResizeParams& p, const std::optional<double>& scale) {
   if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic") {
     return absl::UnimplementedError("op resize: unknown mode " + p.mode);
   }
-  std::vector<double> roi(2 * rank, 0);
-  std::fill(roi.begin() + rank, roi.end(), 1.0);
-  if (!ir::IsNone(k.call.args[1])) {
-    auto values = FloatsOperand(k.call, 1);
-    if (!values) return NotConstant(k.call, 1, "roi");
-    if (!values->empty()) {
-      if (values->size() != 2 * rank) return NotConstant(k.call, 1, "roi of 2 * rank entries");
-      roi = *values;
-    }
+  std::vector<PrimExpr> roi(rank, F64(0));
+  roi.resize(2 * rank, F64(1));
+  if (!EmptyOperand(k, 1)) {
+    auto values = FloatValues(k, 1, 2 * rank);
+    if (!values) return NotConstant(k.call, 1, "roi of 2 * rank entries");
+    roi = *values;
   }
-  bool by_sizes = !ir::IsNone(k.call.args[3]);
-  auto given = FloatsOperand(k.call, by_sizes ? 3 : 2);
-  if (!given || given->size() != rank)
-    return NotConstant(k.call, by_sizes ? 3 : 2, "scales or sizes");
+  bool by_sizes = !EmptyOperand(k, 3);
+  size_t given_at = by_sizes ? 3 : 2;
+  auto given = FloatValues(k, given_at, rank);
+  if (!given) return NotConstant(k.call, given_at, "a tensor of rank entries of scales or sizes");
+  auto given_consts = FloatsOperand(k.call, given_at);
   for (const PrimExpr& d : x->shape) {
     if (d->is_const_int(0)) return absl::UnimplementedError("op resize: empty input");
   }
@@ -291,15 +334,15 @@ bool IdentityAxis(const ResizeParams& p, const std::optional<double>& scale) {
     PrimExpr in = ToF64(x->shape[d]);
     bool in_const = x->shape[d]->kind == ExprKind::kIntImm;
     if (by_sizes) {
-      out_len[d] = F64((*given)[d]);
+      out_len[d] = (*given)[d];
       scale[d] = Div(out_len[d], in);
-      if (in_const) {
-        const_scale[d] = (*given)[d] / static_cast<double>(x->shape[d]->int_value);
+      if (in_const && given_consts) {
+        const_scale[d] = (*given_consts)[d] / static_cast<double>(x->shape[d]->int_value);
         scale[d] = F64(*const_scale[d]);
       }
     } else {
-      const_scale[d] = (*given)[d];
-      scale[d] = F64((*given)[d]);
+      if (given_consts) const_scale[d] = (*given_consts)[d];
+      scale[d] = (*given)[d];
       out_len[d] = scale[d] * in;
     }
   }
@@ -350,6 +393,7 @@ void RegisterImageKernelBuilders(KernelBuilderTable& table) {
   table["space_to_depth"] = always(SpaceToDepthBody);
   table["cum_sum"] = CumSumBody;
   table["reverse_sequence"] = always(ReverseSequenceBody);
+  table["resize"] = ResizeBody;
 }
 
 }  // namespace kiln::transform

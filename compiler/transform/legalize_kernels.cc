@@ -9,6 +9,16 @@ using arith::DataType;
 using arith::PrimExpr;
 using ir::Stmt;
 
+Buffer OperandBuffer(const KernelContext& k, size_t arg) {
+  if (arg >= k.call.args.size() || ir::IsNone(k.call.args[arg])) return nullptr;
+  size_t slot = 0;
+  for (size_t i = 0; i < arg; ++i) {
+    const ir::Expr& a = k.call.args[i];
+    if (a->kind != ir::ExprKind::kShapeExpr && !ir::IsNone(a)) ++slot;
+  }
+  return k.inputs[slot];
+}
+
 PrimExpr Zero(DataType dtype) {
   return dtype.is_float() ? arith::FloatImm(0, dtype) : arith::IntImm(0, dtype);
 }

@@ -18,13 +18,15 @@ using Indices = std::vector<arith::PrimExpr>;
 
 // One operator call to define as a kernel: its input buffers (one per tensor argument, in
 // order; ShapeExpr arguments and omitted (none) operands are left out, and a constant
-// argument's values can be read from call.args), its output buffer, and an analyzer that
-// knows the shape variables.
+// argument's values can be read from call.args), its output buffers, and an analyzer that
+// knows the shape variables. A call whose result is a tuple has one output buffer per field,
+// in order (`outs`); `out` is the first, the only one of a tensor result.
 struct KernelContext {
   const ir::ExprNode& call;
   std::vector<arith::Buffer> inputs;
   arith::Buffer out;
   const arith::Analyzer& analyzer;
+  std::vector<arith::Buffer> outs;
 };
 
 using KernelBuilder = std::function<absl::StatusOr<ir::Stmt>(const KernelContext&)>;
@@ -35,6 +37,12 @@ void RegisterTensorKernelBuilders(KernelBuilderTable& table);       // legalize_
 void RegisterNNKernelBuilders(KernelBuilderTable& table);           // legalize_nn.cc
 void RegisterReduceKernelBuilders(KernelBuilderTable& table);       // legalize_reduce.cc
 void RegisterImageKernelBuilders(KernelBuilderTable& table);        // legalize_image.cc
+void RegisterMultiOutputKernelBuilders(KernelBuilderTable& table);  // legalize_multi_output.cc
+void RegisterRecurrentKernelBuilders(KernelBuilderTable& table);    // legalize_rnn.cc
+
+// The input buffer of call argument `arg`, or null where that argument is omitted (none) or
+// absent: k.inputs leaves out ShapeExpr and none arguments.
+arith::Buffer OperandBuffer(const KernelContext& k, size_t arg);
 
 arith::PrimExpr Zero(arith::DataType dtype);
 // for i0, i1, ... over `shape` (loop vars named prefix0, prefix1...): body(indices)

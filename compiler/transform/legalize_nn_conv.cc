@@ -10,9 +10,13 @@
 #include "compiler/arith/check.h"
 #include "compiler/op/nn_window.h"
 #include "compiler/op/op_def.h"
-#include "compiler/transform/legalize_kernels.h"
+#include "compiler/transform/legalize_tensor_util.h"
 
 namespace kiln::transform {
+
+void RegisterLossKernelBuilders(KernelBuilderTable& table);   // legalize_loss.cc
+void RegisterQuantKernelBuilders(KernelBuilderTable& table);  // legalize_quant.cc
+
 namespace {
 
 using arith::Buffer;
@@ -102,24 +106,45 @@ Stmt ForEachTap(const Geometry& g, const Indices& pos, const TapBody& body) {
   });
 }
 
-// y[n, m, o] = bias[m] + sum over the group's channels c and taps t of
-// x[n, first_c + c, o * s - p + t * d] w[m, c, t].
-absl::StatusOr<Stmt> ConvBody(const KernelContext& k) {
-  const Buffer &x = k.inputs[0], &w = k.inputs[1], &y = k.out;
-  if (w->shape.size() != x->shape.size() || x->shape.size() < 3) {
-    return Unimplemented(k, "input and weight must have the same rank >= 3");
-  }
+// The kernel extents of weight w ([*, *, k...]), which must be constants.
+absl::StatusOr<std::vector<int64_t>> KernelExtents(const KernelContext& k, const Buffer& w) {
   std::vector<int64_t> kernel;
   for (size_t d = 2; d < w->shape.size(); ++d) {
     std::optional<int64_t> e = ConstDim(w->shape[d]);
     if (!e) return Unimplemented(k, "kernel extents must be known at compile time");
     kernel.push_back(*e);
   }
+  return kernel;
+}
+
+// What a direct convolution reads and how it finishes: x and w (minus their zero points,
+// x's per input channel, w's per output channel, for the integer forms), the accumulator
+// type, and the value stored from the accumulated sum at output position idx.
+struct ConvSpec {
+  Buffer x, w;
+  const Buffer *x_zp = nullptr, *w_zp = nullptr;
+  DataType acc_t;
+  std::function<PrimExpr(PrimExpr acc, const Indices& idx)> finish;
+};
+
+PrimExpr Centered(const Buffer& buf, const Indices& at, const Buffer* zp, PrimExpr slice,
+                  DataType acc_t) {
+  PrimExpr v = CastTo(acc_t, arith::Load(buf, at));
+  return zp ? v - CastTo(acc_t, ParamAt(*zp, slice)) : v;
+}
+
+// y[n, m, o] = finish(sum over the group's channels c and taps t of
+// x[n, first_c + c, o * s - p + t * d] w[m, c, t]).
+absl::StatusOr<Stmt> DirectConv(const KernelContext& k, const ConvSpec& spec) {
+  const Buffer &x = spec.x, &w = spec.w, &y = k.out;
+  if (w->shape.size() != x->shape.size() || x->shape.size() < 3) {
+    return Unimplemented(k, "input and weight must have the same rank >= 3");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, KernelExtents(k, w));
   KILN_ASSIGN_OR_RETURN(Geometry g, ReadGeometry(k, x, kernel));
   int64_t group = op::GetIntAttr(k.call.attrs, "group", 1);
   if (group < 1) return Unimplemented(k, "group must be positive");
-  const Buffer* bias = k.inputs.size() > 2 ? &k.inputs[2] : nullptr;
-  DataType acc_t = AccType(y->dtype);
+  DataType acc_t = spec.acc_t;
   PrimExpr cg = w->shape[1];
   PrimExpr mg = k.analyzer.Simplify(arith::FloorDiv(w->shape[0], arith::IntImm(group)));
   return LoopNest(y->shape, "i", [&](const Indices& idx) {
@@ -141,15 +166,110 @@ absl::StatusOr<Stmt> ConvBody(const KernelContext& k) {
         inside = And(inside, And(arith::Binary(ExprKind::kGE, i, arith::IntImm(0)),
                                  arith::Binary(ExprKind::kLT, i, g.in[d])));
       }
-      PrimExpr prod = CastTo(acc_t, arith::Load(x, xi)) * CastTo(acc_t, arith::Load(w, wi));
+      PrimExpr prod = Centered(x, xi, spec.x_zp, first_c + c, acc_t) *
+                      Centered(w, wi, spec.w_zp, idx[1], acc_t);
       return ir::IfThenElse(inside, acc.set(acc.get() + prod));
     });
-    PrimExpr result = CastTo(y->dtype, acc.get());
-    if (bias) result = result + arith::Load(*bias, {idx[1]});
     Stmt body = ir::Seq({
         acc.set(Zero(acc_t)),
         ir::For(c, arith::IntImm(0), cg, ir::ForKind::kSerial, over_taps),
-        ir::Store(y, idx, result),
+        ir::Store(y, idx, spec.finish(acc.get(), idx)),
+    });
+    return ir::Allocate(acc.buf, body);
+  });
+}
+
+// conv(x, w, bias?): the sum rounded to y's type, plus the bias in that type.
+absl::StatusOr<Stmt> ConvBody(const KernelContext& k) {
+  const Buffer* bias = OptionalInput(k, 2);
+  ConvSpec spec{k.inputs[0], k.inputs[1]};
+  spec.acc_t = AccType(k.out->dtype);
+  spec.finish = [&](PrimExpr acc, const Indices& idx) {
+    PrimExpr result = CastTo(k.out->dtype, acc);
+    return bias ? result + arith::Load(*bias, {idx[1]}) : result;
+  };
+  return DirectConv(k, spec);
+}
+
+// conv_integer(x, w, x_zero_point?, w_zero_point?): exact in i64, stored as i32.
+absl::StatusOr<Stmt> ConvIntegerBody(const KernelContext& k) {
+  ConvSpec spec{k.inputs[0], k.inputs[1], OptionalInput(k, 2), OptionalInput(k, 3)};
+  spec.acc_t = DataType::Int();
+  spec.finish = [&](PrimExpr acc, const Indices&) { return CastTo(k.out->dtype, acc); };
+  return DirectConv(k, spec);
+}
+
+// qlinear_conv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias?): the integer sum
+// plus the i32 bias, rescaled by x_scale * w_scale[m] / y_scale and quantized to y_zp's type.
+absl::StatusOr<Stmt> QLinearConvBody(const KernelContext& k) {
+  if (k.inputs.size() < 8) return Unimplemented(k, "expects 8 tensor operands");
+  const std::vector<Buffer>& t = k.inputs;
+  const Buffer* bias = OptionalInput(k, 8);
+  ConvSpec spec{t[0], t[3], &t[2], &t[5]};
+  spec.acc_t = DataType::Int();
+  DataType f64 = DataType::Float(64), out_t = k.out->dtype;
+  spec.finish = [&](PrimExpr acc, const Indices& idx) {
+    PrimExpr sum = CastTo(f64, acc);
+    if (bias) sum = sum + CastTo(f64, arith::Load(*bias, {idx[1]}));
+    PrimExpr scale =
+        Div(CastTo(f64, ParamAt(t[1], arith::IntImm(0))) * CastTo(f64, ParamAt(t[4], idx[1])),
+            CastTo(f64, ParamAt(t[6], arith::IntImm(0))));
+    PrimExpr v = sum * scale + CastTo(f64, ParamAt(t[7], arith::IntImm(0)));
+    return arith::Cast(out_t, Saturate(v, out_t));
+  };
+  return DirectConv(k, spec);
+}
+
+// The transpose scatters x through the kernel (y[n, m, i * s - p + t * d] += x[n, c, i]
+// w[c, m, t]); read as a gather, output position o takes tap t from input position
+// i = (o + p - t * d) / s where that division is exact and i is inside the input.
+absl::StatusOr<Stmt> ConvTransposeBody(const KernelContext& k) {
+  const Buffer &x = k.inputs[0], &w = k.inputs[1], &y = k.out;
+  if (w->shape.size() != x->shape.size() || x->shape.size() < 3) {
+    return Unimplemented(k, "input and weight must have the same rank >= 3");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, KernelExtents(k, w));
+  size_t spatial = kernel.size();
+  KILN_ASSIGN_OR_RETURN(op::Window win, op::ReadWindow(k.call, spatial, kernel));
+  std::vector<PrimExpr> pad_begin;
+  for (size_t d = 0; d < spatial; ++d) {
+    pad_begin.push_back(op::ConvTransposeWindowDim(win, d, x->shape[d + 2], k.analyzer).pad_begin);
+  }
+  int64_t group = op::GetIntAttr(k.call.attrs, "group", 1);
+  if (group < 1) return Unimplemented(k, "group must be positive");
+  const Buffer* bias = OptionalInput(k, 2);
+  DataType acc_t = AccType(y->dtype);
+  PrimExpr mg = w->shape[1];
+  PrimExpr cg = k.analyzer.Simplify(arith::FloorDiv(x->shape[1], arith::IntImm(group)));
+  std::vector<PrimExpr> tap_shape;
+  for (int64_t e : kernel) tap_shape.push_back(arith::IntImm(e));
+  return LoopNest(y->shape, "i", [&](const Indices& idx) {
+    Scalar acc("acc", acc_t);
+    PrimExpr first_c = arith::FloorDiv(idx[1], mg) * cg;
+    PrimExpr m = arith::FloorMod(idx[1], mg);
+    PrimExpr c = arith::MakeVar("c");
+    Stmt over_taps = LoopNest(tap_shape, "t", [&](const Indices& t) {
+      Indices xi = {idx[0], first_c + c}, wi = {first_c + c, m};
+      PrimExpr hit;
+      for (size_t d = 0; d < spatial; ++d) {
+        PrimExpr s = arith::IntImm(win.strides[d]);
+        PrimExpr num = idx[d + 2] + pad_begin[d] - t[d] * arith::IntImm(win.dilations[d]);
+        PrimExpr i = arith::FloorDiv(num, s);
+        xi.push_back(i);
+        wi.push_back(t[d]);
+        PrimExpr exact = arith::Binary(ExprKind::kEQ, arith::FloorMod(num, s), arith::IntImm(0));
+        hit = And(hit, And(exact, And(arith::Binary(ExprKind::kGE, i, arith::IntImm(0)),
+                                      arith::Binary(ExprKind::kLT, i, x->shape[d + 2]))));
+      }
+      PrimExpr prod = CastTo(acc_t, arith::Load(x, xi)) * CastTo(acc_t, arith::Load(w, wi));
+      return ir::IfThenElse(hit, acc.set(acc.get() + prod));
+    });
+    PrimExpr result = acc.get();
+    if (bias) result = result + CastTo(acc_t, arith::Load(*bias, {idx[1]}));
+    Stmt body = ir::Seq({
+        acc.set(Zero(acc_t)),
+        ir::For(c, arith::IntImm(0), cg, ir::ForKind::kSerial, over_taps),
+        ir::Store(y, idx, CastTo(y->dtype, result)),
     });
     return ir::Allocate(acc.buf, body);
   });
@@ -215,6 +335,44 @@ absl::StatusOr<Stmt> PoolBody(const KernelContext& k, PoolKind kind) {
 }
 
 // global_average_pool and global_max_pool reduce each [N, C] plane to one value.
+// max_pool's Indices output: the flat index into x of each window's first maximum, with the
+// spatial part column-major when storage_order is 1 (interp/nn_pool.cc MaxPoolIndices).
+absl::StatusOr<Stmt> MaxPoolIndicesBody(const KernelContext& k) {
+  const Buffer &x = k.inputs[0], &y = k.out;
+  KILN_ASSIGN_OR_RETURN(Geometry g, ReadGeometry(k, x, {}));
+  bool column_major = op::GetIntAttr(k.call.attrs, "storage_order", 0) != 0;
+  DataType i64 = DataType::Int(64);
+  PrimExpr plane = arith::IntImm(1);
+  for (const PrimExpr& e : g.in) plane = plane * e;
+  auto flat = [&](const Indices& at) {
+    PrimExpr f = arith::IntImm(0), stride = arith::IntImm(1);
+    for (size_t n = 0; n < at.size(); ++n) {
+      size_t d = column_major ? n : at.size() - 1 - n;
+      f = f + at[d] * stride;
+      stride = stride * g.in[d];
+    }
+    return f;
+  };
+  return LoopNest(y->shape, "i", [&](const Indices& idx) {
+    Scalar best("best", x->dtype), best_at("best_at", i64);
+    Indices pos(idx.begin() + 2, idx.end());
+    Stmt over_taps = ForEachTap(g, pos, [&](const Indices& at, PrimExpr inside, PrimExpr) {
+      Indices xi = {idx[0], idx[1]};
+      xi.insert(xi.end(), at.begin(), at.end());
+      PrimExpr v = arith::Load(x, xi);
+      PrimExpr first = arith::Binary(ExprKind::kLT, best_at.get(), arith::IntImm(0, i64));
+      PrimExpr better =
+          arith::Binary(ExprKind::kOr, first, arith::Binary(ExprKind::kGT, v, best.get()));
+      return ir::IfThenElse(And(inside, better),
+                            ir::Seq({best.set(v), best_at.set(CastTo(i64, flat(at)))}));
+    });
+    PrimExpr base = (idx[0] * x->shape[1] + idx[1]) * plane;
+    Stmt body = ir::Seq({best_at.set(arith::IntImm(-1, i64)), over_taps,
+                         ir::Store(y, idx, CastTo(i64, base) + best_at.get())});
+    return ir::Allocate(best.buf, ir::Allocate(best_at.buf, body));
+  });
+}
+
 absl::StatusOr<Stmt> GlobalPoolBody(const KernelContext& k, bool max) {
   const Buffer &x = k.inputs[0], &y = k.out;
   if (x->shape.size() < 3) return Unimplemented(k, "input must have rank >= 3");
@@ -245,11 +403,17 @@ absl::StatusOr<Stmt> GlobalPoolBody(const KernelContext& k, bool max) {
 
 void RegisterNNConvKernelBuilders(KernelBuilderTable& table) {
   table["conv"] = ConvBody;
+  table["conv_transpose"] = ConvTransposeBody;
+  table["conv_integer"] = ConvIntegerBody;
+  table["qlinear_conv"] = QLinearConvBody;
   table["max_pool"] = [](const KernelContext& k) { return PoolBody(k, PoolKind::kMax); };
+  table["max_pool_indices"] = MaxPoolIndicesBody;
   table["average_pool"] = [](const KernelContext& k) { return PoolBody(k, PoolKind::kAverage); };
   table["lp_pool"] = [](const KernelContext& k) { return PoolBody(k, PoolKind::kLp); };
   table["global_average_pool"] = [](const KernelContext& k) { return GlobalPoolBody(k, false); };
   table["global_max_pool"] = [](const KernelContext& k) { return GlobalPoolBody(k, true); };
+  RegisterLossKernelBuilders(table);
+  RegisterQuantKernelBuilders(table);
 }
 
 }  // namespace kiln::transform

@@ -68,10 +68,15 @@ Indices OutIndex(const Indices& outer, const std::vector<bool>& reduced, bool ke
   return out;
 }
 
+// The type running values of type t are kept in: f16 accumulates in f32, as it computes.
+DataType AccumulatorType(DataType t) {
+  return t.is_float() && t.bits == 16 ? DataType::Float(32) : t;
+}
+
 // A 1-element scratch buffer holding one running value.
 struct Scalar {
   Scalar(const std::string& name, DataType t)
-      : buf(arith::MakeBuffer(name, t, {arith::IntImm(1)})) {}
+      : buf(arith::MakeBuffer(name, AccumulatorType(t), {arith::IntImm(1)})) {}
   PrimExpr get() const { return arith::Load(buf, {arith::IntImm(0)}); }
   Stmt set(PrimExpr v) const { return ir::Store(buf, {arith::IntImm(0)}, v); }
   Buffer buf;
@@ -310,16 +315,17 @@ absl::StatusOr<Stmt> LogSoftmaxBody(const KernelContext& k) {
 // Mean, then the population variance E[(x - mean)^2], of one group into `mean` and `var`.
 Stmt Moments(const Buffer& x, const OverGroup& over, PrimExpr count, const Scalar& mean,
              const Scalar& var) {
+  DataType t = mean.buf->dtype;
   return ir::Seq({
-      mean.set(Zero(mean.buf->dtype)),
-      over([&](const Indices& at) { return mean.set(mean.get() + arith::Load(x, at)); }),
-      mean.set(Div(mean.get(), count)),
+      mean.set(Zero(t)),
+      over([&](const Indices& at) { return mean.set(mean.get() + CastTo(t, arith::Load(x, at))); }),
+      mean.set(Div(mean.get(), CastTo(t, count))),
       var.set(Zero(var.buf->dtype)),
       over([&](const Indices& at) {
-        PrimExpr d = arith::Load(x, at) - mean.get();
+        PrimExpr d = CastTo(t, arith::Load(x, at)) - mean.get();
         return var.set(var.get() + d * d);
       }),
-      var.set(Div(var.get(), count)),
+      var.set(Div(var.get(), CastTo(t, count))),
   });
 }
 
@@ -328,12 +334,12 @@ Stmt NormalizeGroups(const KernelContext& k, const std::vector<bool>& reduced,
                      const std::function<PrimExpr(PrimExpr var)>& denom,
                      const std::function<PrimExpr(const Indices&, PrimExpr)>& affine) {
   const Buffer &x = k.inputs[0], &y = k.out;
-  DataType t = x->dtype;
+  DataType t = AccumulatorType(x->dtype);
   Scalar mean("mean", t), var("var", t);
   PrimExpr count = GroupSize(x->shape, reduced, t);
   return ForEachGroup(x->shape, reduced, [&](const Indices&, const OverGroup& over) {
     Stmt normalize = over([&](const Indices& at) {
-      PrimExpr v = Div(arith::Load(x, at) - mean.get(), denom(var.get()));
+      PrimExpr v = Div(CastTo(t, arith::Load(x, at)) - mean.get(), denom(var.get()));
       return ir::Store(y, at, affine(at, v));
     });
     return AllocateAll({&mean, &var}, ir::Seq({Moments(x, over, count, mean, var), normalize}));
@@ -359,6 +365,29 @@ absl::StatusOr<Stmt> LayerNormBody(const KernelContext& k) {
     return k.inputs.size() > 2 ? v + LoadBroadcast(k.inputs[2], at) : v;
   };
   return NormalizeGroups(k, reduced, denom, affine);
+}
+
+// layer_normalization's optional outputs: (mean, 1 / sqrt(var + epsilon)) of each group over
+// dims [axis, rank), in the stash type (the outputs' type).
+absl::StatusOr<Stmt> LayerNormStatsBody(const KernelContext& k) {
+  KILN_RETURN_IF_ERROR(NeedFloat(k));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(k, -1));
+  const Buffer& x = k.inputs[0];
+  const Buffer &mean_out = k.outs[0], &inv_std_out = k.outs[1];
+  DataType t = mean_out->dtype;
+  double eps = op::GetFloatAttr(k.call.attrs, "epsilon", 1e-5);
+  std::vector<bool> reduced(x->shape.size(), false);
+  for (size_t d = axis; d < reduced.size(); ++d) reduced[d] = true;
+  Scalar mean("mean", t), var("var", t);
+  PrimExpr count = GroupSize(x->shape, reduced, mean.buf->dtype);
+  // A group's kept position has its reduced dims at 0: the stats' position, as they are 1.
+  return ForEachGroup(x->shape, reduced, [&](const Indices& outer, const OverGroup& over) {
+    PrimExpr inv_std =
+        Div(Float(1, var.buf->dtype), Math("sqrt", var.get() + Float(eps, var.buf->dtype)));
+    Stmt store =
+        ir::Seq({ir::Store(mean_out, outer, mean.get()), ir::Store(inv_std_out, outer, inv_std)});
+    return AllocateAll({&mean, &var}, ir::Seq({Moments(x, over, count, mean, var), store}));
+  });
 }
 
 // Per-channel parameters (dim 1) must be 1-D to be indexed by the channel.
@@ -414,6 +443,39 @@ absl::StatusOr<Stmt> BatchNormBody(const KernelContext& k) {
   });
 }
 
+// Training form: statistics per channel over the batch and spatial dims normalize y, and
+// update the running ones: running = given * momentum + batch statistic * (1 - momentum).
+absl::StatusOr<Stmt> BatchNormTrainingBody(const KernelContext& k) {
+  KILN_RETURN_IF_ERROR(NeedChannelParams(k, 5));
+  if (k.outs.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("op ", k.call.name, ": expected 3 results"));
+  }
+  const Buffer& x = k.inputs[0];
+  DataType t = AccumulatorType(x->dtype);
+  double eps = op::GetFloatAttr(k.call.attrs, "epsilon", 1e-5);
+  double momentum = op::GetFloatAttr(k.call.attrs, "momentum", 0.9);
+  std::vector<bool> reduced(x->shape.size(), true);
+  reduced[1] = false;
+  Scalar mean("mean", t), var("var", t);
+  PrimExpr count = GroupSize(x->shape, reduced, t);
+  auto running = [&](const Buffer& out, const Buffer& given, PrimExpr c, const Scalar& stat) {
+    PrimExpr v = CastTo(t, arith::Load(given, {c})) * Float(momentum, t) +
+                 stat.get() * Float(1 - momentum, t);
+    return ir::Store(out, {c}, v);
+  };
+  return ForEachGroup(x->shape, reduced, [&](const Indices& outer, const OverGroup& over) {
+    Stmt normalize = over([&](const Indices& at) {
+      PrimExpr v =
+          Div(CastTo(t, arith::Load(x, at)) - mean.get(), Math("sqrt", var.get() + Float(eps, t)));
+      return ir::Store(k.outs[0], at, v * Channel(k.inputs[1], at) + Channel(k.inputs[2], at));
+    });
+    Stmt update = ir::Seq({running(k.outs[1], k.inputs[3], outer[1], mean),
+                           running(k.outs[2], k.inputs[4], outer[1], var)});
+    return AllocateAll({&mean, &var},
+                       ir::Seq({Moments(x, over, count, mean, var), normalize, update}));
+  });
+}
+
 // y = x / (bias + alpha / size * sum of x^2 over the `size` neighbouring channels)^beta.
 absl::StatusOr<Stmt> LrnBody(const KernelContext& k) {
   KILN_RETURN_IF_ERROR(NeedFloat(k));
@@ -464,9 +526,11 @@ void RegisterReduceKernelBuilders(KernelBuilderTable& table) {
   table["hardmax"] = HardmaxBody;
   table["log_softmax"] = LogSoftmaxBody;
   table["layer_normalization"] = LayerNormBody;
+  table["layer_normalization_stats"] = LayerNormStatsBody;
   table["instance_normalization"] = InstanceNormBody;
   table["mean_variance_normalization"] = MeanVarianceNormBody;
   table["batch_normalization"] = BatchNormBody;
+  table["batch_normalization_training"] = BatchNormTrainingBody;
   table["lrn"] = LrnBody;
 }
 

@@ -18,13 +18,6 @@ int64_t AxisAttr(const KernelContext& k, int64_t rank, int64_t fallback) {
   return axis < 0 ? axis + rank : axis;
 }
 
-// An index read at run time, as i64; a negative one counts from the end of an axis of
-// extent `dim`.
-PrimExpr WrapIndex(PrimExpr index, PrimExpr dim) {
-  PrimExpr v = arith::Cast(DataType::Int(), index);
-  return arith::Select(arith::Binary(ExprKind::kLT, v, arith::IntImm(0)), v + dim, v);
-}
-
 PrimExpr One(DataType dtype) {
   return dtype.is_float() ? arith::FloatImm(1, dtype) : arith::IntImm(1, dtype);
 }

@@ -1,5 +1,7 @@
 #include "compiler/transform/legalize_tensor_util.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace kiln::transform {
@@ -25,8 +27,24 @@ absl::Status NotConstant(const ir::ExprNode& call, size_t i, const std::string& 
 
 size_t InputIndex(const ir::ExprNode& call, size_t i) {
   size_t n = 0;
-  for (size_t j = 0; j < i; ++j) n += call.args[j]->kind != ir::ExprKind::kShapeExpr;
+  for (size_t j = 0; j < i; ++j) {
+    n += call.args[j]->kind != ir::ExprKind::kShapeExpr && !ir::IsNone(call.args[j]);
+  }
   return n;
+}
+
+const arith::Buffer* OptionalInput(const KernelContext& k, size_t i) {
+  if (i >= k.call.args.size() || ir::IsNone(k.call.args[i]) ||
+      k.call.args[i]->kind == ir::ExprKind::kShapeExpr) {
+    return nullptr;
+  }
+  return &k.inputs[InputIndex(k.call, i)];
+}
+
+PrimExpr WrapIndex(PrimExpr index, PrimExpr dim) {
+  PrimExpr v =
+      index->dtype == arith::DataType::Int() ? index : arith::Cast(arith::DataType::Int(), index);
+  return arith::Select(arith::Binary(arith::ExprKind::kLT, v, arith::IntImm(0)), v + dim, v);
 }
 
 PrimExpr ScalarOperand(const KernelContext& k, size_t i) {
@@ -34,6 +52,26 @@ PrimExpr ScalarOperand(const KernelContext& k, size_t i) {
   if (arg.kind == ir::ExprKind::kShapeExpr) return arg.values[0];
   const arith::Buffer& buf = k.inputs[InputIndex(k.call, i)];
   return arith::Load(buf, Indices(buf->shape.size(), arith::IntImm(0)));
+}
+
+PrimExpr ParamAt(const arith::Buffer& p, PrimExpr pos) {
+  bool single = true;
+  for (const PrimExpr& d : p->shape) single &= d->is_const_int(1);
+  if (single) return arith::Load(p, Indices(p->shape.size(), arith::IntImm(0)));
+  return arith::Load(p, {pos});
+}
+
+PrimExpr Saturate(PrimExpr v, arith::DataType t) {
+  double lo = 0, hi = 0;
+  if (t.code == arith::DataType::kUInt) {
+    hi = std::ldexp(1.0, t.bits) - 1;
+  } else {
+    lo = -std::ldexp(1.0, t.bits - 1);
+    hi = -lo - 1;
+  }
+  arith::DataType f64 = arith::DataType::Float(64);
+  PrimExpr rounded = arith::Call(f64, "round", {v});
+  return arith::Min(arith::Max(rounded, arith::FloatImm(lo, f64)), arith::FloatImm(hi, f64));
 }
 
 }  // namespace kiln::transform

@@ -18,9 +18,21 @@ absl::Status NotConstant(const ir::ExprNode& call, size_t i, const std::string& 
 // The first element of call.args[i] inside a kernel: a ShapeExpr's value, else a load from
 // its input buffer.
 arith::PrimExpr ScalarOperand(const KernelContext& k, size_t i);
-// The position in k.inputs of call.args[i] (ShapeExpr arguments have none).
+// The position in k.inputs of call.args[i] (ShapeExpr arguments and omitted operands have
+// none).
 size_t InputIndex(const ir::ExprNode& call, size_t i);
+// The input buffer of call.args[i], or nullptr when that operand is omitted or a ShapeExpr.
+const arith::Buffer* OptionalInput(const KernelContext& k, size_t i);
+// An index read at run time, as i64; a negative one counts from the end of an axis of
+// extent `dim`.
+arith::PrimExpr WrapIndex(arith::PrimExpr index, arith::PrimExpr dim);
+// A per-tensor or per-slice quantization parameter at slice `pos`, as the reference's
+// ParamAt: a parameter of one element is read at 0 whatever its rank.
+arith::PrimExpr ParamAt(const arith::Buffer& p, arith::PrimExpr pos);
+// v (a double) rounded half to even, then clamped to the range of integer type t.
+arith::PrimExpr Saturate(arith::PrimExpr v, arith::DataType t);
 
 void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table);  // legalize_tensor_index.cc
+void RegisterScatterKernelBuilders(KernelBuilderTable& table);      // legalize_scatter.cc
 
 }  // namespace kiln::transform

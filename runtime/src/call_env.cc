@@ -28,11 +28,13 @@ std::string DimLabel(const Signature& signature, bool is_output, int32_t index, 
 
 }  // namespace
 
-CallEnv::CallEnv(const Signature& signature) : signature_(signature) {
+CallEnv::CallEnv(const Signature& signature, ThreadPool* pool)
+    : signature_(signature), pool_(pool) {
   env_.self = this;
   env_.alloc = &CallEnv::Alloc;
   env_.free = &CallEnv::Free;
   env_.shape_error = &CallEnv::ShapeError;
+  env_.parallel_for = &CallEnv::ParallelFor;
 }
 
 CallEnv::~CallEnv() {
@@ -77,6 +79,12 @@ void CallEnv::ShapeError(void* self, int32_t is_output, int32_t index, int32_t d
   auto* call = static_cast<CallEnv*>(self);
   call->Report(DimLabel(call->signature_, is_output != 0, index, dim) + ": expected " +
                std::to_string(expected) + ", got " + std::to_string(actual));
+}
+
+int32_t CallEnv::ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure) {
+  auto* call = static_cast<CallEnv*>(self);
+  if (call->pool_ != nullptr) return call->pool_->ParallelFor(num_tasks, task, closure);
+  return num_tasks > 0 ? task(closure, 0, num_tasks) : 0;
 }
 
 }  // namespace kiln::runtime

@@ -1,5 +1,6 @@
-// The KilnEnv handed to one call into an artifact: 64-byte aligned workspace memory, and
-// shape errors turned into messages that name the tensor and dim from the signature.
+// The KilnEnv handed to one call into an artifact: 64-byte aligned workspace memory, shape
+// errors turned into messages that name the tensor and dim from the signature, and parallel
+// loops run on the model's thread pool.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,14 @@
 
 #include "kiln/artifact_abi.h"
 #include "runtime/src/signature.h"
+#include "runtime/src/thread_pool.h"
 
 namespace kiln::runtime {
 
 class CallEnv {
  public:
-  explicit CallEnv(const Signature& signature);
+  // Parallel loops run on `pool`; with none they run on the calling thread.
+  CallEnv(const Signature& signature, ThreadPool* pool = nullptr);
   // Frees workspace the artifact did not free (it may stop early on an error).
   ~CallEnv();
   CallEnv(const CallEnv&) = delete;
@@ -30,10 +33,12 @@ class CallEnv {
   static void Free(void* self, void* ptr);
   static void ShapeError(void* self, int32_t is_output, int32_t index, int32_t dim,
                          int64_t expected, int64_t actual);
+  static int32_t ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure);
   void Report(std::string message);
 
   KilnEnv env_;
   const Signature& signature_;
+  ThreadPool* pool_;
   // Generated code may allocate from worker threads.
   std::mutex mu_;
   std::unordered_set<void*> live_;

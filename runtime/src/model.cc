@@ -14,6 +14,7 @@
 #include "runtime/src/call_env.h"
 #include "runtime/src/signature.h"
 #include "runtime/src/tensor_check.h"
+#include "runtime/src/thread_pool.h"
 
 struct KilnModel {
   std::string path;
@@ -22,6 +23,8 @@ struct KilnModel {
   KilnRunFn run = nullptr;
   kiln::runtime::Signature signature;
   int32_t num_threads = 1;
+  // Started by kiln_model_set_num_threads for more than one thread; null runs serially.
+  std::unique_ptr<kiln::runtime::ThreadPool> pool;
 
   ~KilnModel() {
     if (handle != nullptr) dlclose(handle);
@@ -176,6 +179,9 @@ int kiln_model_set_num_threads(KilnModel* model, int32_t num_threads) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     num_threads = cpus > 0 ? static_cast<int32_t>(cpus) : 1;
   }
+  if (num_threads == model->num_threads) return 0;
+  model->pool.reset();
+  if (num_threads > 1) model->pool = std::make_unique<kiln::runtime::ThreadPool>(num_threads);
   model->num_threads = num_threads;
   return 0;
 }
@@ -252,7 +258,7 @@ int kiln_model_run(const KilnModel* model, const DLTensor* inputs, int32_t num_i
     error = PrepareTensors(signature.outputs, true, outputs, num_outputs, true, &out);
   }
   if (!error.empty()) return Fail(error);
-  CallEnv call(signature);
+  CallEnv call(signature, model->pool.get());
   if (model->run(call.env(), in.data(), out.data()) != 0) return Fail(call.FailureMessage());
   return 0;
 }

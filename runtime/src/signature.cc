@@ -14,10 +14,10 @@ struct NamedDType {
 };
 
 constexpr NamedDType kDTypes[] = {
-    {"f32", {kDLFloat, 32, 1}}, {"f64", {kDLFloat, 64, 1}},     {"i8", {kDLInt, 8, 1}},
-    {"i16", {kDLInt, 16, 1}},   {"i32", {kDLInt, 32, 1}},       {"i64", {kDLInt, 64, 1}},
-    {"u8", {kDLUInt, 8, 1}},    {"u16", {kDLUInt, 16, 1}},      {"u32", {kDLUInt, 32, 1}},
-    {"u64", {kDLUInt, 64, 1}},  {"bool", {KILN_DL_BOOL, 8, 1}},
+    {"f16", {kDLFloat, 16, 1}}, {"f32", {kDLFloat, 32, 1}}, {"f64", {kDLFloat, 64, 1}},
+    {"i8", {kDLInt, 8, 1}},     {"i16", {kDLInt, 16, 1}},   {"i32", {kDLInt, 32, 1}},
+    {"i64", {kDLInt, 64, 1}},   {"u8", {kDLUInt, 8, 1}},    {"u16", {kDLUInt, 16, 1}},
+    {"u32", {kDLUInt, 32, 1}},  {"u64", {kDLUInt, 64, 1}},  {"bool", {KILN_DL_BOOL, 8, 1}},
 };
 
 // A dim is static when the whole text is a non-negative decimal integer.

@@ -14,7 +14,7 @@ int32_t kiln_abi_version(void) { return TEST_ABI_VERSION; }
 
 const char* kiln_signature(void) {
 #ifdef TEST_BAD_SIGNATURE
-  return "kiln-signature 1\ninput x f16 2 n 3\noutput y f32 2 n 3\n";
+  return "kiln-signature 1\ninput x bf16 2 n 3\noutput y f32 2 n 3\n";
 #else
   return "kiln-signature 1\n"
          "input x f32 2 n 3\n"
@@ -41,6 +41,21 @@ int32_t kiln_infer_shapes(KilnEnv* env, DLTensor* inputs, DLTensor* outputs) {
 }
 
 #ifndef TEST_OMIT_RUN
+struct RowsClosure {
+  const float* x;
+  const float* bias;
+  float* work;
+};
+
+/* Rows [begin, end) of the result, as a parallel loop of generated code would run them. */
+static int32_t compute_rows(void* closure, int64_t begin, int64_t end) {
+  const struct RowsClosure* c = (const struct RowsClosure*)closure;
+  for (int64_t i = begin; i < end; ++i) {
+    for (int64_t j = 0; j < 3; ++j) c->work[i * 3 + j] = 2 * c->x[i * 3 + j] + c->bias[i];
+  }
+  return 0;
+}
+
 int32_t kiln_run(KilnEnv* env, DLTensor* inputs, DLTensor* outputs) {
   if (check_inputs(env, inputs) != 0) return 1;
   int64_t n = inputs[0].shape[0];
@@ -55,11 +70,8 @@ int32_t kiln_run(KilnEnv* env, DLTensor* inputs, DLTensor* outputs) {
   /* The result goes through workspace memory so that alloc and free are exercised. */
   float* work = (float*)env->alloc(env->self, bytes);
   if (work == NULL) return 1;
-  const float* x = (const float*)inputs[0].data;
-  const float* bias = (const float*)inputs[1].data;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < 3; ++j) work[i * 3 + j] = 2 * x[i * 3 + j] + bias[i];
-  }
+  struct RowsClosure rows = {(const float*)inputs[0].data, (const float*)inputs[1].data, work};
+  if (env->parallel_for(env->self, n, compute_rows, &rows) != 0) return 1;
   memcpy(outputs[0].data, work, (size_t)bytes);
   env->free(env->self, work);
   return 0;

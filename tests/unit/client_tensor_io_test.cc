@@ -84,7 +84,7 @@ TEST(NpyTest, WritesExactlyWhatNumpyWrites) {
 TEST(NpyTest, RoundTripsEveryDType) {
   std::vector<uint8_t> pattern = {1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 0};
   for (const char* name :
-       {"f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"}) {
+       {"f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"}) {
     absl::StatusOr<Tensor> tensor = MakeTensor(DType(name), {2, 1});
     ASSERT_TRUE(tensor.ok()) << name;
     std::memcpy(tensor->data.data(), pattern.data(), tensor->data.size());
@@ -299,7 +299,7 @@ TEST(TensorTest, ViewAndAlignment) {
 
 TEST(TensorTest, MakeTensorRejectsBadShapes) {
   EXPECT_FALSE(MakeTensor(DType("f32"), {2, -1}).ok());
-  EXPECT_FALSE(MakeTensor(DLDataType{kDLFloat, 16, 1}, {2}).ok());
+  EXPECT_FALSE(MakeTensor(DLDataType{kDLBfloat, 16, 1}, {2}).ok());
   EXPECT_EQ(TensorBytes(DType("u16"), {3, 5}).value(), 30);
 }
 

@@ -7,7 +7,9 @@
 
 #include <cstdlib>
 #include <functional>
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,9 @@ struct TestEnv {
   bool fail_alloc = false;
   int allocs = 0, frees = 0;
   std::vector<ShapeError> shape_errors;
+  // parallel_for splits its tasks into this many ranges, each on its own std::thread.
+  int threads = 1;
+  std::atomic<int> parallel_calls{0};
 
   TestEnv() {
     env.self = this;
@@ -91,6 +96,23 @@ struct TestEnv {
                          int64_t expected, int64_t actual) {
       static_cast<TestEnv*>(self)->shape_errors.push_back(
           {is_output, index, dim, expected, actual});
+    };
+    env.parallel_for = [](void* self, int64_t n, int32_t (*task)(void*, int64_t, int64_t),
+                          void* closure) -> int32_t {
+      auto* t = static_cast<TestEnv*>(self);
+      ++t->parallel_calls;
+      std::vector<std::thread> workers;
+      std::atomic<int32_t> result{0};
+      for (int64_t r = 0; r < t->threads; ++r) {
+        int64_t begin = n * r / t->threads, end = n * (r + 1) / t->threads;
+        if (begin < end) {
+          workers.emplace_back([=, &result] {
+            if (int32_t code = task(closure, begin, end)) result = code;
+          });
+        }
+      }
+      for (std::thread& w : workers) w.join();
+      return result;
     };
   }
 };

@@ -8,22 +8,27 @@
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/reference_check.h"
 
 namespace kiln {
 namespace {
 
 using testing::OnnxBuilder;
 
-// Runs the whole pipeline and returns the printed kernel `name`, or "" when missing.
+// Runs the whole pipeline and returns the printed kernel `name` as legalize made it (fusion
+// may merge it with its neighbours later), or "" when missing.
 std::string LoweredKernel(const std::string& model, const std::string& name) {
   auto m = driver::ImportModel(model);
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return "";
-  auto lowered = driver::RunPipeline(*std::move(m), nullptr);
+  std::string kernel;
+  auto keep_legalized = [&](const std::string& pass, const ir::IRModule& after) {
+    auto it = after.prim_funcs.find(name);
+    if (pass == "legalize" && it != after.prim_funcs.end()) kernel = ir::ToString(it->second);
+  };
+  auto lowered = driver::RunPipeline(*std::move(m), keep_legalized);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
-  if (!lowered.ok()) return "";
-  auto it = lowered->prim_funcs.find(name);
-  return it == lowered->prim_funcs.end() ? "" : ir::ToString(it->second);
+  return lowered.ok() ? kernel : "";
 }
 
 void ExpectSymbolicLoops(const std::string& kernel) {
@@ -98,6 +103,23 @@ TEST(LegalizeElementwiseTest, RoundSignPredicates) {
   for (const char* name : {"round_0", "sign_0", "is_nan_0", "is_inf_0"}) {
     ExpectSymbolicLoops(LoweredKernel(b.Serialize(), name));
   }
+}
+
+// An integer base with a float exponent truncates the double result: a whole power must
+// come out exact, not a hair below (9^3 = 729, not 728).
+TEST(LegalizeElementwiseTest, PowOfIntegerBaseAndWholeFloatExponentIsExact) {
+  OnnxBuilder b(15);
+  b.Input("x", {"n"}, onnx::TensorProto::INT64);
+  b.Input("y", {"n"});
+  b.Node("Pow", {"x", "y"}, {"z"});
+  b.Output("z", {"n"}, onnx::TensorProto::INT64);
+  auto want = testing::ExpectCompiledMatchesReference(
+      b.Serialize(), {testing::ArrayOf(arith::DataType::Int(), {4}, {9, 3, 5, 7}),
+                      testing::ArrayOf(arith::DataType::Float(), {4}, {3, 2.5, 20, 0})});
+  ASSERT_EQ(want.size(), 1u);
+  EXPECT_EQ(want[0].GetDouble(0), 729);
+  EXPECT_EQ(want[0].GetDouble(1), 15);
+  EXPECT_EQ(want[0].GetDouble(2), 95367431640625.0);
 }
 
 }  // namespace

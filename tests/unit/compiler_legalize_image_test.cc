@@ -9,6 +9,8 @@
 #include "compiler/driver/pipeline.h"
 #include "tests/support/compiled_kernel.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/reference_check.h"
+#include "tests/unit/compiler_image_test_util.h"
 
 namespace kiln {
 namespace {
@@ -47,6 +49,56 @@ TEST(LegalizeImageTest, CumSumAlongSymbolicAxis) {
   b.Output("y", {"len", 3});
   std::string kernel = CompiledKernel(b.Serialize(), "cum_sum");
   EXPECT_NE(kernel.find("range(0, len)"), std::string::npos) << kernel;
+}
+
+// ---- against the reference interpreter --------------------------------------------------
+
+using arith::DataType;
+using testing::ArrayOf;
+using testing::ExpectCompiledMatchesReference;
+
+std::vector<double> Ramp(int64_t count) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < count; ++i) v.push_back((i * 7 % 11) - 3.5);
+  return v;
+}
+
+TEST(LegalizeImageTest, CumSumWithAxisReadAtRunTime) {
+  OnnxBuilder b(14);
+  b.Input("x", {2, 3});
+  b.Input("axis", {}, onnx::TensorProto::INT32);
+  OnnxBuilder::IntAttr(b.Node("CumSum", {"x", "axis"}, {"y"}), "reverse", 1);
+  b.Output("y", {2, 3});
+  std::string model = b.Serialize();
+  ir::NDArray x = ArrayOf(DataType::Float(), {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto rows = ExpectCompiledMatchesReference(model, {x, ArrayOf(DataType::Int(32), {}, {-1})});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].GetDouble(0), 6);  // 1 + 2 + 3
+  auto columns = ExpectCompiledMatchesReference(model, {x, ArrayOf(DataType::Int(32), {}, {0})});
+  ASSERT_EQ(columns.size(), 1u);
+  EXPECT_EQ(columns[0].GetDouble(0), 5);  // 1 + 4
+}
+
+// Resize with constant scales, each mode and some coordinate transformations.
+void ExpectResizeMatches(const std::string& mode, const std::string& transform,
+                         const std::vector<float>& scales) {
+  OnnxBuilder b(13);
+  b.Input("x", {1, 2, 4, 5});
+  b.FloatInitializer("scales", {4}, scales);
+  auto& node = b.Node("Resize", {"x", "", "scales"}, {"y"});
+  testing::StringAttr(node, "mode", mode);
+  testing::StringAttr(node, "coordinate_transformation_mode", transform);
+  b.Output("y", {1, 2, "h", "w"});
+  SCOPED_TRACE(mode + " " + transform);
+  ExpectCompiledMatchesReference(b.Serialize(),
+                                 {ArrayOf(DataType::Float(), {1, 2, 4, 5}, Ramp(40))});
+}
+
+TEST(LegalizeImageTest, ResizeWithConstantScalesMatchesTheReference) {
+  ExpectResizeMatches("linear", "half_pixel", {1, 1, 2, 0.6f});
+  ExpectResizeMatches("cubic", "align_corners", {1, 1, 1.5f, 2});
+  ExpectResizeMatches("nearest", "asymmetric", {1, 1, 0.5f, 3});
+  ExpectResizeMatches("linear", "pytorch_half_pixel", {1, 1, 0.25f, 1});
 }
 
 }  // namespace

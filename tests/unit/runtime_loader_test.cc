@@ -1,6 +1,7 @@
 // Loads the hand-written artifacts of runtime/testing/test_artifact.c through the C API and the
 // C++ wrapper: signature queries, shapes, results, and every error the runtime promises.
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,23 @@ TEST_F(LoaderTest, RunsAndComputesResults) {
   EXPECT_THAT(y_, ElementsAre(12, 14, 16, 28, 30, 32));
 }
 
+TEST_F(LoaderTest, RunsOnSeveralThreads) {
+  std::string error;
+  ASSERT_TRUE(model_->SetNumThreads(3, &error)) << error;
+  EXPECT_EQ(model_->num_threads(), 3);
+  x_shape_ = {7, 3};
+  bias_shape_ = {7};
+  y_shape_ = {7, 3};
+  x_.assign(21, 1);
+  bias_ = {0, 1, 2, 3, 4, 5, 6};
+  y_.assign(21, -1);
+  std::vector<DLTensor> outputs = {F32Tensor(y_shape_, y_.data())};
+  ASSERT_TRUE(model_->Run(Inputs(), &outputs, &error)) << error;
+  for (int i = 0; i < 21; ++i) EXPECT_EQ(y_[i], 2 + i / 3) << i;
+  ASSERT_TRUE(model_->SetNumThreads(1, &error)) << error;
+  ASSERT_TRUE(model_->Run(Inputs(), &outputs, &error)) << error;
+}
+
 TEST_F(LoaderTest, HonorsByteOffset) {
   std::vector<float> padded = {99, 1, 2, 3, 4, 5, 6};
   std::vector<DLTensor> inputs = Inputs();
@@ -146,9 +164,9 @@ TEST_F(LoaderTest, WrongDTypeNamesTheInput) {
   std::vector<DLTensor> inputs = Inputs();
   inputs[0].dtype = {kDLInt, 64, 1};
   EXPECT_EQ(ShapeError(inputs), "input 'x': expected dtype f32, got i64");
-  inputs[0].dtype = {kDLFloat, 16, 1};
+  inputs[0].dtype = {kDLBfloat, 16, 1};
   EXPECT_EQ(ShapeError(inputs),
-            "input 'x': expected dtype f32, got dtype(code=2, bits=16, lanes=1)");
+            "input 'x': expected dtype f32, got dtype(code=4, bits=16, lanes=1)");
 }
 
 TEST_F(LoaderTest, WrongStaticDimNamesInputAndDim) {
@@ -219,7 +237,9 @@ TEST(LoaderErrorTest, MissingFileNamesTheFile) {
 }
 
 TEST(LoaderErrorTest, NotASharedObject) {
-  EXPECT_THAT(LoadError(__FILE__), HasSubstr("cannot load artifact '" + std::string(__FILE__)));
+  std::string path = ::testing::TempDir() + "/not_an_artifact.so";
+  std::ofstream(path) << "text, not an ELF object\n";
+  EXPECT_THAT(LoadError(path), HasSubstr("cannot load artifact '" + path));
 }
 
 TEST(LoaderErrorTest, MissingSymbolNamesFileAndSymbol) {
@@ -228,14 +248,15 @@ TEST(LoaderErrorTest, MissingSymbolNamesFileAndSymbol) {
 }
 
 TEST(LoaderErrorTest, OtherAbiVersion) {
-  std::string path = ArtifactPath("abi_v2");
+  std::string path = ArtifactPath("abi_v1");
   EXPECT_EQ(LoadError(path),
-            "artifact '" + path + "' has ABI version 2; this runtime supports version 1");
+            "artifact '" + path + "' has ABI version 1; this runtime supports version 2");
 }
 
 TEST(LoaderErrorTest, BadSignature) {
   std::string path = ArtifactPath("bad_signature");
-  EXPECT_EQ(LoadError(path), "artifact '" + path + "': bad signature: line 2: unknown dtype 'f16'");
+  EXPECT_EQ(LoadError(path),
+            "artifact '" + path + "': bad signature: line 2: unknown dtype 'bf16'");
 }
 
 TEST(LoaderErrorTest, NullArguments) {

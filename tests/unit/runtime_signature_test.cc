@@ -67,11 +67,15 @@ TEST(DTypeTest, CodesAndBitsFollowDLPack) {
   ASSERT_EQ(kiln_dtype_parse("bool", &dtype), 0);
   EXPECT_EQ(dtype.code, 6);
   EXPECT_EQ(dtype.bits, 8);
+  ASSERT_EQ(kiln_dtype_parse("f16", &dtype), 0);
+  EXPECT_EQ(dtype.code, kDLFloat);
+  EXPECT_EQ(dtype.bits, 16);
+  EXPECT_STREQ(kiln_dtype_name(DLDataType{kDLFloat, 16, 1}), "f16");
 }
 
 TEST(DTypeTest, UnknownNamesAndDTypes) {
   DLDataType dtype;
-  EXPECT_NE(kiln_dtype_parse("f16", &dtype), 0);
+  EXPECT_NE(kiln_dtype_parse("bf16", &dtype), 0);
   EXPECT_NE(kiln_dtype_parse(nullptr, &dtype), 0);
   EXPECT_EQ(kiln_dtype_name(DLDataType{kDLFloat, 32, 4}), nullptr);
   EXPECT_EQ(kiln_dtype_name(DLDataType{kDLBfloat, 16, 1}), nullptr);

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 
 /* Services the runtime provides to generated code. */
 typedef struct KilnEnv {
@@ -28,6 +28,13 @@ typedef struct KilnEnv {
    * constraints require. The runtime turns this into a message with the tensor's name. */
   void (*shape_error)(void* self, int32_t is_output, int32_t index, int32_t dim, int64_t expected,
                       int64_t actual);
+  /* Runs task(closure, begin, end) over disjoint ranges that together cover [0, num_tasks),
+   * possibly at the same time on several threads, and returns when all have finished: 0, or
+   * the nonzero result of a failed range. A call from inside a task runs its ranges serially
+   * on that thread. With one thread (the default) it is task(closure, 0, num_tasks). */
+  int32_t (*parallel_for)(void* self, int64_t num_tasks,
+                          int32_t (*task)(void* closure, int64_t begin, int64_t end),
+                          void* closure);
 } KilnEnv;
 
 /* Entry points every artifact exports. Both functions return 0 on success and nonzero after

@@ -1,0 +1,164 @@
+// The generated matmul against OpenBLAS's cblas_sgemm, one thread each: C[M, N] = A[M, K] @
+// B[K, N] for M in {1, 16, 128, 1024} and N = K in {1024, 4096}, for each target given (default:
+// host and x86_64-v3). The matmul goes through the real compiler (driver::CompileModel on an
+// ONNX MatMul with symbolic M and B as an input) and runs through the runtime. The two
+// candidates alternate, and each reports the median of its runs; results are checked against
+// each other.
+//
+//   matmul_bench [TARGET...]
+//   matmul_bench --write-model PATH   (the N = K = 1024 model, to inspect with `kiln`)
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/driver/driver.h"
+#include "kiln/runtime.hpp"
+#include "tests/support/onnx_builder.h"
+
+extern "C" {
+// cblas.h, declared here: which cblas.h the system's alternatives pick varies.
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void openblas_set_num_threads(int num_threads);
+}
+
+namespace {
+
+constexpr int kRowMajor = 101, kNoTrans = 111;
+
+std::string MatmulModel(int64_t k, int64_t n) {
+  kiln::testing::OnnxBuilder b;
+  b.Input("a", {"m", k});
+  b.Input("b", {k, n});
+  b.Node("MatMul", {"a", "b"}, {"y"});
+  b.Output("y", {"m", n});
+  return b.Serialize();
+}
+
+// Compiles the model for `target` into a temporary file and loads it.
+std::unique_ptr<kiln::runtime::Model> CompileAndLoad(const std::string& onnx,
+                                                     const std::string& target) {
+  auto t = kiln::ir::ParseTarget(target);
+  if (!t.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
+    return nullptr;
+  }
+  auto artifact = kiln::driver::CompileModel(onnx, *t, {}, nullptr);
+  if (!artifact.ok()) {
+    std::fprintf(stderr, "compile: %s\n", std::string(artifact.status().message()).c_str());
+    return nullptr;
+  }
+  char path[] = "/tmp/kiln-matmul-bench-XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  if (fd < 0 || write(fd, artifact->bytes.data(), artifact->bytes.size()) !=
+                    static_cast<ssize_t>(artifact->bytes.size())) {
+    std::perror("write artifact");
+    return nullptr;
+  }
+  close(fd);
+  std::string error;
+  auto model = kiln::runtime::Model::Load(path, &error);
+  unlink(path);
+  if (!model) std::fprintf(stderr, "load: %s\n", error.c_str());
+  if (model && !model->SetNumThreads(1, &error)) std::fprintf(stderr, "%s\n", error.c_str());
+  return model;
+}
+
+DLTensor F32(float* data, std::vector<int64_t>& shape) {
+  DLTensor t{};
+  t.data = data;
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape.data();
+  return t;
+}
+
+double Seconds(const std::function<void()>& fn) {
+  auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Row {
+  std::string target;
+  int64_t m, n, k;
+  double kiln_gflops, blas_gflops, max_rel_error;
+};
+
+Row Measure(kiln::runtime::Model& model, const std::string& target, int64_t m, int64_t n,
+            int64_t k) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> a(m * k), b(k * n), c_kiln(m * n), c_blas(m * n);
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  std::vector<int64_t> a_shape = {m, k}, b_shape = {k, n}, c_shape = {m, n};
+  std::vector<DLTensor> inputs = {F32(a.data(), a_shape), F32(b.data(), b_shape)};
+  std::vector<DLTensor> outputs = {F32(c_kiln.data(), c_shape)};
+  std::string error;
+  auto run_kiln = [&] {
+    if (!model.Run(inputs, &outputs, &error)) std::fprintf(stderr, "run: %s\n", error.c_str());
+  };
+  auto run_blas = [&] {
+    cblas_sgemm(kRowMajor, kNoTrans, kNoTrans, m, n, k, 1, a.data(), k, b.data(), n, 0,
+                c_blas.data(), n);
+  };
+  run_kiln();  // warm-up, and the values to check
+  run_blas();
+  double flops = 2.0 * m * n * k;
+  // At least 5 runs each and about a second of both together, at most 25.
+  int runs = std::clamp(static_cast<int>(1.0 / (flops / 30e9)), 5, 25);
+  std::vector<double> kiln_times, blas_times;
+  for (int r = 0; r < runs; ++r) {
+    kiln_times.push_back(Seconds(run_kiln));
+    blas_times.push_back(Seconds(run_blas));
+  }
+  double max_error = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    double scale = std::max(1.0, std::fabs(static_cast<double>(c_blas[i])));
+    max_error = std::max(max_error, std::fabs(c_kiln[i] - c_blas[i]) / scale);
+  }
+  return {target,   m, n, k, flops / Median(kiln_times) / 1e9, flops / Median(blas_times) / 1e9,
+          max_error};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> targets(argv + 1, argv + argc);
+  if (targets.size() == 2 && targets[0] == "--write-model") {
+    std::ofstream(targets[1], std::ios::binary) << MatmulModel(1024, 1024);
+    return 0;
+  }
+  if (targets.empty()) targets = {"host", "x86_64-v3"};
+  openblas_set_num_threads(1);
+  std::printf("%-10s %5s %5s %5s %12s %12s %7s %10s\n", "target", "M", "N", "K", "kiln GF/s",
+              "blas GF/s", "ratio", "max err");
+  for (const std::string& target : targets) {
+    for (int64_t nk : {1024, 4096}) {
+      auto model = CompileAndLoad(MatmulModel(nk, nk), target);
+      if (!model) return 1;
+      for (int64_t m : {1, 16, 128, 1024}) {
+        Row r = Measure(*model, target, m, nk, nk);
+        std::printf("%-10s %5ld %5ld %5ld %12.1f %12.1f %6.0f%% %10.1e\n", r.target.c_str(), r.m,
+                    r.n, r.k, r.kiln_gflops, r.blas_gflops, 100 * r.kiln_gflops / r.blas_gflops,
+                    r.max_rel_error);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}

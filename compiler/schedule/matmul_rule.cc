@@ -1,0 +1,253 @@
+// The matmul rule: C[b.., i, j] = sum_k A[.., i, k] * B[.., k, j], tiled as in GotoBLAS
+// (Goto and van de Geijn, "Anatomy of high-performance matrix multiplication", 2008):
+//
+//   for jc (blocks of kBlockCols columns, parallel)
+//     allocate Bp[panels][kBlockDepth][NR]
+//     for kc (blocks of kBlockDepth of the reduction)
+//       pack B[kc block, jc block] into NR-wide panels, zero past N
+//       for it (tiles of MR rows)
+//         for jp (panels)
+//           acc[MR][NR] = C tile (0 for the first kc block)
+//           for kk: acc[ii][jj] += A[row ii, kk] * Bp[jp][kk][jj]   (MR x NR, unrolled)
+//           C tile = acc (rows < M, columns < N)
+//
+// acc is unrolled to constant indices, so it lives in vector registers; the update is one
+// broadcast of A and NR / lanes vector FMAs per row. Rows past M read row M - 1 (clamped),
+// columns past N read zeros from the packed panel; neither is ever stored. Each C element
+// still sums k in order, one block after another, as the interpreter does.
+#include "compiler/arith/check.h"
+#include "compiler/schedule/rules.h"
+
+namespace kiln::schedule {
+namespace {
+
+using arith::Buffer;
+using arith::DataType;
+using arith::ExprKind;
+using arith::PrimExpr;
+using ir::ForKind;
+using ir::Stmt;
+using ir::StmtKind;
+using ir::StmtNode;
+
+// Reduction elements per packed block: a panel of kBlockDepth x NR floats stays in L1.
+constexpr int64_t kBlockDepth = 256;
+// Columns per parallel task; their packed block (kBlockDepth x 128 floats, 128 KiB) stays in
+// L2 while every row tile of A passes over it.
+constexpr int64_t kBlockCols = 128;
+// Rows per register tile (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit
+// the vector registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
+int64_t TileRows(const ir::Target& target) {
+  int64_t registers = target.vector_bits >= 512 ? 32 : 16;
+  return (registers - 3) / 2;
+}
+
+// What the rule reads off legalize's matmul kernel.
+struct Matmul {
+  std::vector<const StmtNode*> batch_loops;
+  const StmtNode* i;
+  const StmtNode* j;
+  PrimExpr k, depth;  // reduction variable and extent
+  Buffer c;
+  PrimExpr a_load, b_load;  // A[.., i, k] and B[.., k, j]
+};
+
+bool IsVar(const PrimExpr& e, const PrimExpr& var) { return e.get() == var.get(); }
+
+bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
+  for (const PrimExpr& v : arith::FreeVars(e)) {
+    if (v.get() == var.get()) return true;
+  }
+  return false;
+}
+
+bool IsZero(const PrimExpr& e) { return e->kind == ExprKind::kFloatImm && e->float_value == 0; }
+
+// for b.. { for i { for j { C[b.., i, j] = 0; for k { C[..] = C[..] + X * Y } } } }, with X
+// free of j and Y free of i.
+std::optional<Matmul> MatchMatmul(const Stmt& body) {
+  std::vector<const StmtNode*> loops;
+  Stmt cur = body;
+  while (cur->kind == StmtKind::kFor && cur->for_kind == ForKind::kSerial &&
+         cur->min->is_const_int(0)) {
+    loops.push_back(cur.get());
+    cur = cur->body;
+  }
+  if (loops.size() < 2 || cur->kind != StmtKind::kSeq || cur->seq.size() != 2) return {};
+  const StmtNode& init = *cur->seq[0];
+  const StmtNode& reduce = *cur->seq[1];
+  if (init.kind != StmtKind::kStore || !IsZero(init.value)) return {};
+  if (init.buffer->dtype != DataType::Float(32) || init.indices.size() != loops.size()) return {};
+  for (size_t d = 0; d < loops.size(); ++d) {
+    if (!IsVar(init.indices[d], loops[d]->var)) return {};
+  }
+  if (reduce.kind != StmtKind::kFor || !reduce.min->is_const_int(0)) return {};
+  const StmtNode& update = *reduce.body;
+  if (update.kind != StmtKind::kStore || update.buffer != init.buffer) return {};
+  for (size_t d = 0; d < loops.size(); ++d) {
+    if (!IsVar(update.indices[d], loops[d]->var)) return {};
+  }
+  const PrimExpr& sum = update.value;
+  if (sum->kind != ExprKind::kAdd || sum->args[0]->kind != ExprKind::kLoad ||
+      sum->args[0]->buffer != init.buffer || sum->args[1]->kind != ExprKind::kMul) {
+    return {};
+  }
+  Matmul m;
+  m.batch_loops.assign(loops.begin(), loops.end() - 2);
+  m.i = loops[loops.size() - 2];
+  m.j = loops.back();
+  m.k = reduce.var;
+  m.depth = reduce.extent;
+  m.c = init.buffer;
+  m.a_load = sum->args[1]->args[0];
+  m.b_load = sum->args[1]->args[1];
+  for (const PrimExpr& load : {m.a_load, m.b_load}) {
+    if (load->kind != ExprKind::kLoad || load->buffer == m.c) return {};
+  }
+  if (UsesVar(m.a_load, m.j->var) || UsesVar(m.b_load, m.i->var)) return {};
+  return m;
+}
+
+PrimExpr I(int64_t v) { return arith::IntImm(v); }
+PrimExpr Lt(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kLT, a, b); }
+PrimExpr And(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kAnd, a, b); }
+PrimExpr CeilDiv(PrimExpr a, int64_t b) { return arith::FloorDiv(a + I(b - 1), I(b)); }
+
+// `e` with each variable in `from` replaced by the expression at the same place in `to`.
+PrimExpr Replace(const PrimExpr& e, const std::vector<PrimExpr>& from,
+                 const std::vector<PrimExpr>& to) {
+  return arith::Substitute(e, [&](const PrimExpr& x) -> PrimExpr {
+    for (size_t v = 0; v < from.size(); ++v) {
+      if (x.get() == from[v].get()) return to[v];
+    }
+    return nullptr;
+  });
+}
+
+Stmt Loop(const PrimExpr& var, PrimExpr extent, ForKind kind, Stmt body) {
+  return ir::For(var, I(0), std::move(extent), kind, std::move(body));
+}
+
+class MatmulTiler {
+ public:
+  MatmulTiler(const Matmul& m, const ir::Target& target)
+      : m_(m), cols_(2 * std::max(4, target.vector_bits / 32)), rows_(TileRows(target)) {}
+
+  Stmt Build() {
+    Stmt blocks =
+        Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, ir::Seq({PackB(), ComputeTiles()}));
+    if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
+    Stmt body =
+        Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel, ir::Allocate(packed_, blocks));
+    for (auto loop = m_.batch_loops.rbegin(); loop != m_.batch_loops.rend(); ++loop) {
+      body = Loop((*loop)->var, (*loop)->extent, ForKind::kSerial, body);
+    }
+    return body;
+  }
+
+ private:
+  PrimExpr M() const { return m_.i->extent; }
+  PrimExpr N() const { return m_.j->extent; }
+  PrimExpr K() const { return m_.depth; }
+  int64_t panels() const { return kBlockCols / cols_; }
+  PrimExpr Col(const PrimExpr& jp, const PrimExpr& jj) const {
+    return jc_ * I(kBlockCols) + jp * I(cols_) + jj;
+  }
+  PrimExpr Col() const { return Col(jp_, jj_); }
+  PrimExpr Row() const { return it_ * I(rows_) + ii_; }
+  PrimExpr Depth(const PrimExpr& kk) const { return kc_ * I(kBlockDepth) + kk; }
+  PrimExpr BlockDepth() const { return arith::Min(I(kBlockDepth), K() - kc_ * I(kBlockDepth)); }
+
+  std::vector<PrimExpr> CIndices(PrimExpr row, PrimExpr col) const {
+    std::vector<PrimExpr> at;
+    for (const StmtNode* b : m_.batch_loops) at.push_back(b->var);
+    at.push_back(std::move(row));
+    at.push_back(std::move(col));
+    return at;
+  }
+
+  // C[b.., row, col] with row and col clamped into the matrix (for reads).
+  PrimExpr ClampedC() const {
+    return arith::Load(m_.c,
+                       CIndices(arith::Min(Row(), M() - I(1)), arith::Min(Col(), N() - I(1))));
+  }
+
+  Stmt StoreC(PrimExpr value) const {
+    return ir::IfThenElse(And(Lt(Row(), M()), Lt(Col(), N())),
+                          ir::Store(m_.c, CIndices(Row(), Col()), value));
+  }
+
+  // The A rows of row tile `it` in the kc block, row-interleaved: packed_a[kk, ii]. One
+  // contiguous stream for the micro-kernel, instead of MR rows K apart, which share L1 sets
+  // when K is a power of two. Packing is repeated for every column block, so it pays only when
+  // MR rows outnumber the ways of L1 (8 on current x86-64).
+  Stmt PackA() const {
+    PrimExpr ii = arith::MakeVar("pii"), kk = arith::MakeVar("pakk");
+    PrimExpr row = arith::Min(it_ * I(rows_) + ii, M() - I(1));
+    PrimExpr a = Replace(m_.a_load, {m_.i->var, m_.k}, {row, Depth(kk)});
+    return Loop(ii, I(rows_), ForKind::kSerial,
+                Loop(kk, BlockDepth(), ForKind::kSerial, ir::Store(packed_a_, {kk, ii}, a)));
+  }
+
+  // Its own loop variables: each variable is bound by one loop.
+  Stmt PackB() const {
+    PrimExpr jp = arith::MakeVar("pjp"), kk = arith::MakeVar("pkk"), jj = arith::MakeVar("pjj");
+    PrimExpr col = Col(jp, jj);
+    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j->var}, {Depth(kk), arith::Min(col, N() - I(1))});
+    PrimExpr value = arith::Select(Lt(col, N()), b, arith::FloatImm(0));
+    Stmt store = ir::Store(packed_, {jp, kk, jj}, value);
+    return Loop(
+        jp, I(panels()), ForKind::kSerial,
+        Loop(kk, BlockDepth(), ForKind::kSerial, Loop(jj, I(cols_), ForKind::kVectorized, store)));
+  }
+
+  // for ii, jj (unrolled): body
+  Stmt OverTile(Stmt body, ForKind columns = ForKind::kUnrolled) const {
+    return Loop(ii_, I(rows_), ForKind::kUnrolled, Loop(jj_, I(cols_), columns, std::move(body)));
+  }
+
+  // One register tile: rows past M read a clamped row, columns past N read zeros; neither is
+  // stored.
+  Stmt Tile() const {
+    PrimExpr acc = arith::Load(acc_, {ii_, jj_});
+    PrimExpr first_block = arith::Binary(ExprKind::kEQ, kc_, I(0));
+    Stmt load =
+        ir::Store(acc_, {ii_, jj_}, arith::Select(first_block, arith::FloatImm(0), ClampedC()));
+    PrimExpr a = pack_a_ ? arith::Load(packed_a_, {kk_, ii_})
+                         : Replace(m_.a_load, {m_.i->var, m_.k},
+                                   {arith::Min(Row(), M() - I(1)), Depth(kk_)});
+    PrimExpr b = arith::Load(packed_, {jp_, kk_, jj_});
+    Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial,
+                       OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized));
+    return ir::Allocate(acc_, ir::Seq({OverTile(load), update, OverTile(StoreC(acc))}));
+  }
+
+  Stmt ComputeTiles() const {
+    Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(kBlockCols) + jp_ * I(cols_), N()), Tile());
+    return Loop(it_, CeilDiv(M(), rows_), ForKind::kSerial,
+                pack_a_ ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
+                        : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix));
+  }
+
+  const Matmul& m_;
+  const int64_t cols_;  // NR: two vectors of f32
+  const int64_t rows_;  // MR
+  const bool pack_a_ = rows_ > 8;
+  PrimExpr jc_ = arith::MakeVar("jc"), kc_ = arith::MakeVar("kc"), jp_ = arith::MakeVar("jp");
+  PrimExpr kk_ = arith::MakeVar("kk"), jj_ = arith::MakeVar("jj"), it_ = arith::MakeVar("it");
+  PrimExpr ii_ = arith::MakeVar("ii");
+  Buffer packed_ = arith::MakeBuffer("packed_b", DataType::Float(32),
+                                     {I(kBlockCols / cols_), I(kBlockDepth), I(cols_)});
+  Buffer packed_a_ = arith::MakeBuffer("packed_a", DataType::Float(32), {I(kBlockDepth), I(rows_)});
+  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(cols_)});
+};
+
+}  // namespace
+
+std::optional<Stmt> ScheduleMatmul(const Stmt& body, const ir::Target& target) {
+  std::optional<Matmul> m = MatchMatmul(body);
+  if (!m) return std::nullopt;
+  return MatmulTiler(*m, target).Build();
+}
+
+}  // namespace kiln::schedule

@@ -1,0 +1,147 @@
+// The runtime's thread pool and KilnEnv::parallel_for: every index runs exactly once, ranges
+// really run on several threads, nested calls and failures behave as the ABI says.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "runtime/src/call_env.h"
+#include "runtime/src/thread_pool.h"
+
+namespace kiln::runtime {
+namespace {
+
+// Counts how often each index ran and on which threads; each range waits until `wait_for`
+// ranges have started, which only several threads can satisfy.
+struct Coverage {
+  explicit Coverage(int64_t n) : counts(n) {}
+  std::vector<std::atomic<int>> counts;
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> started{0};
+  int wait_for = 0;
+
+  static int32_t Task(void* self, int64_t begin, int64_t end) {
+    auto* c = static_cast<Coverage*>(self);
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      c->threads.insert(std::this_thread::get_id());
+    }
+    ++c->started;
+    while (c->started.load() < c->wait_for) std::this_thread::yield();
+    for (int64_t i = begin; i < end; ++i) ++c->counts[i];
+    return 0;
+  }
+};
+
+TEST(ThreadPoolTest, EveryIndexRunsOnceOnSeveralThreads) {
+  ThreadPool pool(4);
+  for (int64_t n : {2, 3, 4, 5, 7, 100, 1001}) {
+    Coverage c(n);
+    c.wait_for = 2;  // at least two ranges in flight at once
+    ASSERT_EQ(pool.ParallelFor(n, &Coverage::Task, &c), 0) << n;
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(c.counts[i].load(), 1) << "index " << i << " of " << n;
+    EXPECT_EQ(c.threads.size(), static_cast<size_t>(std::min<int64_t>(n, 4))) << n;
+  }
+}
+
+TEST(ThreadPoolTest, OneThreadRunsOnTheCaller) {
+  ThreadPool pool(1);
+  Coverage c(10);
+  ASSERT_EQ(pool.ParallelFor(10, &Coverage::Task, &c), 0);
+  EXPECT_EQ(c.threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(c.counts[i].load(), 1);
+}
+
+TEST(ThreadPoolTest, NoTasksRunsNothing) {
+  ThreadPool pool(3);
+  Coverage c(1);
+  EXPECT_EQ(pool.ParallelFor(0, &Coverage::Task, &c), 0);
+  EXPECT_EQ(c.started.load(), 0);
+}
+
+struct Nested {
+  ThreadPool* pool;
+  std::atomic<int> inner_threads_differ{0};
+  std::atomic<int64_t> inner_total{0};
+
+  static int32_t Inner(void* self, int64_t begin, int64_t end) {
+    static_cast<Nested*>(self)->inner_total += end - begin;
+    return 0;
+  }
+  static int32_t Outer(void* self, int64_t begin, int64_t end) {
+    auto* n = static_cast<Nested*>(self);
+    for (int64_t i = begin; i < end; ++i) {
+      std::thread::id outer = std::this_thread::get_id();
+      Coverage c(8);
+      n->pool->ParallelFor(8, &Coverage::Task, &c);
+      if (c.threads != std::set<std::thread::id>{outer}) ++n->inner_threads_differ;
+      n->pool->ParallelFor(5, &Nested::Inner, n);
+    }
+    return 0;
+  }
+};
+
+TEST(ThreadPoolTest, NestedCallsRunSeriallyOnTheirThread) {
+  ThreadPool pool(3);
+  Nested n{&pool};
+  ASSERT_EQ(pool.ParallelFor(6, &Nested::Outer, &n), 0);
+  EXPECT_EQ(n.inner_threads_differ.load(), 0);
+  EXPECT_EQ(n.inner_total.load(), 30);
+}
+
+int32_t FailAtSeven(void*, int64_t begin, int64_t end) { return begin <= 7 && 7 < end ? 3 : 0; }
+
+TEST(ThreadPoolTest, AFailedRangeIsTheResult) {
+  for (int32_t threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.ParallelFor(20, &FailAtSeven, nullptr), 3) << threads;
+    EXPECT_EQ(pool.ParallelFor(5, &FailAtSeven, nullptr), 0) << threads;
+  }
+}
+
+TEST(ThreadPoolTest, ConcurrentCallersEachCoverTheirIndices) {
+  ThreadPool pool(3);
+  std::vector<std::thread> callers;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        Coverage c(37);
+        pool.ParallelFor(37, &Coverage::Task, &c);
+        for (int64_t i = 0; i < 37; ++i) wrong += c.counts[i].load() != 1;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(CallEnvTest, ParallelForWithoutAPoolRunsOnTheCaller) {
+  Signature sig;
+  CallEnv call(sig);
+  Coverage c(9);
+  KilnEnv* env = call.env();
+  ASSERT_EQ(env->parallel_for(env->self, 9, &Coverage::Task, &c), 0);
+  EXPECT_EQ(c.threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(c.counts[i].load(), 1);
+}
+
+TEST(CallEnvTest, ParallelForUsesThePool) {
+  Signature sig;
+  ThreadPool pool(2);
+  CallEnv call(sig, &pool);
+  Coverage c(9);
+  c.wait_for = 2;
+  KilnEnv* env = call.env();
+  ASSERT_EQ(env->parallel_for(env->self, 9, &Coverage::Task, &c), 0);
+  EXPECT_EQ(c.threads.size(), 2u);
+  for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(c.counts[i].load(), 1);
+}
+
+}  // namespace
+}  // namespace kiln::runtime
