@@ -54,6 +54,18 @@ llvm::Value* FunctionEmitter::EmitHostIntrinsic(const ExprNode& e) {
                   {EnvField(kSelf, b_.getPtrTy()), EmitExprAs(e.args[0], DataType::Handle())});
     return Zero(ctx(), e.dtype);
   }
+  if (name == intrinsic::kOffset) {
+    expect_args(2);
+    return b_.CreateInBoundsGEP(b_.getInt8Ty(), EmitExprAs(e.args[0], DataType::Handle()),
+                                EmitExprAs(e.args[1], DataType::Int(64)));
+  }
+  if (name == intrinsic::kReadElement) {
+    expect_args(2);
+    llvm::Type* type = MemoryType(ctx(), e.dtype);
+    llvm::Value* address = b_.CreateInBoundsGEP(type, EmitExprAs(e.args[0], DataType::Handle()),
+                                                EmitExprAs(e.args[1], DataType::Int(64)));
+    return b_.CreateLoad(type, address);
+  }
   if (name == intrinsic::kShapeError) {
     expect_args(5);
     return EmitShapeError(e);
@@ -122,7 +134,7 @@ llvm::Value* FunctionEmitter::EmitAlloc(const PrimExpr& bytes) {
   return ptr;
 }
 
-// env->shape_error(env->self, is_output, index, dim, expected, actual).
+// env->shape_error(env->self, kind, index, dim, expected, actual).
 llvm::Value* FunctionEmitter::EmitShapeError(const ExprNode& e) {
   auto* i32 = b_.getInt32Ty();
   auto* i64 = b_.getInt64Ty();

@@ -12,6 +12,11 @@
 //   pow: f32 is computed as exp(y*log|x|) in f64, so within 1 ulp; f64 has a relative error of
 //   about |y*log(x)| * 2^-53 (fine for ML exponents, not a correctly rounded libm pow), except
 //   that the exponents 2, 1, -1 and 0.5 are exact.
+//   sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh: f32 is computed through
+//   f64 and rounded once (0.51 ulp asserted), its sin/cos/tan exactly reduced at any size;
+//   f64 measures sin, cos, atan < 1 ulp, tan, acos < 2, asin, the hyperbolics and their
+//   inverses 2.0-2.5 ulp (3 asserted), and reduces sin/cos/tan accurately only below
+//   2^20*pi/2.
 // Special values follow C99 Annex F (nan in, nan out; exp(-inf) = 0; log(0) = -inf; log(x<0) =
 // nan; pow's special cases), except that floating-point exception flags are not raised.
 #include "compiler/codegen/math_library.h"
@@ -47,6 +52,22 @@ class MathEmitter {
     if (name == "trunc") return CopySign(Floor(Abs(x)), x);
     if (name == "erf") return f32_ ? ThroughDouble("erf", {x}) : Erf(x);
     if (name == "pow") return f32_ ? ThroughDouble("pow", {x, args[1]}) : Pow(x, args[1]);
+    if (name == "sin" || name == "cos" || name == "tan") {
+      if (!f32_) return Trig(name, x, /*f32_bits=*/nullptr);
+      // f32: reduced and evaluated in f64, with an exact reduction for large arguments.
+      MathEmitter f64(library_, b_, b_.getDoubleTy());
+      Value* bits = b_.CreateBitCast(x, b_.getInt32Ty());
+      return b_.CreateFPTrunc(f64.Trig(name, b_.CreateFPExt(x, b_.getDoubleTy()), bits), type_);
+    }
+    if (f32_) return ThroughDouble(name, {x});
+    if (name == "asin") return Asin(x);
+    if (name == "acos") return Acos(x);
+    if (name == "atan") return Atan(x);
+    if (name == "sinh") return Sinh(x);
+    if (name == "cosh") return Cosh(x);
+    if (name == "asinh") return Asinh(x);
+    if (name == "acosh") return Acosh(x);
+    if (name == "atanh") return Atanh(x);
     KILN_CHECK(false) << "no math function " << name;
     return nullptr;
   }
@@ -303,6 +324,274 @@ class MathEmitter {
     return Select(one, C(1.0), r);
   }
 
+  // sin, cos or tan of a double x. `f32_bits`, when x came from an f32, allows the exact
+  // reduction of huge arguments (ReduceLargeF32); without it, |x| beyond 2^20*pi/2 loses
+  // accuracy (fdlibm would need its multi-precision __rem_pio2_large there).
+  Value* Trig(const std::string& name, Value* x, Value* f32_bits) {
+    Value* ax = Abs(x);
+    Value* finite = b_.CreateFCmpOLT(ax, C(INFINITY));
+    Value* medium_ok = b_.CreateFCmpOLT(ax, C(0x1p20 * 1.5707963267948966));
+    // Keeps the reductions' integer conversions defined for inf and NaN.
+    Reduced r = ReduceMedium(Select(finite, ax, C(0.0)));
+    if (f32_bits) {
+      Reduced large = ReduceLargeF32(f32_bits);
+      r.hi = Select(medium_ok, r.hi, large.hi);
+      r.lo = Select(medium_ok, r.lo, large.lo);
+      r.n = Select(medium_ok, r.n, large.n);
+    }
+    Value* s = SinKernel(r.hi, r.lo);
+    Value* c = CosKernel(r.hi, r.lo);
+    Value* q = b_.CreateAnd(r.n, b_.getInt32(3));
+    Value* odd = b_.CreateICmpNE(b_.CreateAnd(q, b_.getInt32(1)), b_.getInt32(0));
+    Value* upper = b_.CreateICmpNE(b_.CreateAnd(q, b_.getInt32(2)), b_.getInt32(0));
+    Value* result;
+    if (name == "sin") {
+      // sin(r + q*pi/2) = sin r, cos r, -sin r, -cos r; sin is odd.
+      result = Select(odd, c, s);
+      result = Select(upper, b_.CreateFNeg(result), result);
+      result = Select(b_.CreateFCmpOLT(x, C(0.0)), b_.CreateFNeg(result), result);
+    } else if (name == "cos") {
+      // cos(r + q*pi/2) = cos r, -sin r, -cos r, sin r; cos is even.
+      result = Select(odd, s, c);
+      Value* negate = b_.CreateXor(upper, odd);
+      result = Select(negate, b_.CreateFNeg(result), result);
+    } else {
+      // tan(r + q*pi/2) = tan r for even q, -1/tan r for odd q; tan is odd.
+      result = Select(odd, b_.CreateFNeg(Div(c, s)), Div(s, c));
+      result = Select(b_.CreateFCmpOLT(x, C(0.0)), b_.CreateFNeg(result), result);
+    }
+    // sin(+-0) = +-0 keeps its sign; inf and nan give nan.
+    result = Select(b_.CreateFCmpOEQ(x, C(0.0)), name == "cos" ? C(1.0) : x, result);
+    return Select(finite, result, C(NAN));
+  }
+
+  // x = n*pi/2 + (hi + lo), |hi + lo| <= pi/4 (about).
+  struct Reduced {
+    Value* hi;
+    Value* lo;
+    Value* n;  // i32; only n mod 4 is used
+  };
+
+  Value* ExponentBits(Value* v) {
+    return b_.CreateAnd(b_.CreateLShr(b_.CreateBitCast(v, int_type_), 52), I(0x7ff));
+  }
+
+  // fdlibm e_rem_pio2.c, medium case (|x| < 2^20*pi/2, x >= 0): Cody-Waite reduction by
+  // pi/2 in three 33-bit pieces, taking the second and third only when cancellation needs
+  // them. Branch-free: all three rounds are computed and selected.
+  Reduced ReduceMedium(Value* x) {
+    const double invpio2 = 6.36619772367581382433e-01;
+    const double pio2_1 = 1.57079632673412561417e+00, pio2_1t = 6.07710050650619224932e-11;
+    const double pio2_2 = 6.07710050630396597660e-11, pio2_2t = 2.02226624879595063154e-21;
+    const double pio2_3 = 2.02226624871116645580e-21, pio2_3t = 8.47842766036889956997e-32;
+    Value* fn = Round(Mul(x, C(invpio2)));
+    // Only n mod 4 matters; taking it in floating point keeps the conversion in range.
+    Value* n4 = Sub(fn, Mul(C(4.0), Floor(Mul(fn, C(0.25)))));
+    Value* n = b_.CreateFPToSI(n4, b_.getInt32Ty());
+    Value* r1 = Sub(x, Mul(fn, C(pio2_1)));
+    Value* w1 = Mul(fn, C(pio2_1t));
+    Value* y1 = Sub(r1, w1);
+    auto round = [&](Value* t, double p, double pt, Value** r, Value** w) {
+      Value* head = Mul(fn, C(p));
+      *r = Sub(t, head);
+      *w = Sub(Mul(fn, C(pt)), Sub(Sub(t, *r), head));
+    };
+    Value *r2, *w2, *r3, *w3;
+    round(r1, pio2_2, pio2_2t, &r2, &w2);
+    Value* y2 = Sub(r2, w2);
+    round(r2, pio2_3, pio2_3t, &r3, &w3);
+    Value* y3 = Sub(r3, w3);
+    Value* j = ExponentBits(x);
+    Value* second = b_.CreateICmpSGT(b_.CreateSub(j, ExponentBits(y1)), I(16));
+    Value* third = b_.CreateAnd(second, b_.CreateICmpSGT(b_.CreateSub(j, ExponentBits(y2)), I(49)));
+    Value* r = Select(third, r3, Select(second, r2, r1));
+    Value* w = Select(third, w3, Select(second, w2, w1));
+    Value* hi = Select(third, y3, Select(second, y2, y1));
+    return {hi, Sub(Sub(r, hi), w), n};
+  }
+
+  // |x| of an f32 (given as its bits) reduced exactly by pi/2, for |x| >= 2^7 (ARM's
+  // optimized-routines sincosf.h, reduce_large): the 24-bit mantissa times 96 bits of 2/pi
+  // picked by the exponent, in 64-bit integers; the top 2 bits of the fraction are the
+  // quadrant. The 2/pi table is a vector constant, so the function still reads no memory.
+  Reduced ReduceLargeF32(Value* bits) {
+    static const uint32_t kInvPio4[24] = {
+        0xa2,       0xa2f9,     0xa2f983,   0xa2f9836e, 0xf9836e4e, 0x836e4e44,
+        0x6e4e4415, 0x4e441529, 0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1,
+        0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0, 0x34ddc0db, 0xddc0db62,
+        0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43, 0x993c4390, 0x3c439041};
+    auto* table =
+        llvm::ConstantDataVector::get(b_.getContext(), llvm::ArrayRef<uint32_t>(kInvPio4, 24));
+    auto* i32 = b_.getInt32Ty();
+    auto* i64 = b_.getInt64Ty();
+    Value* index = b_.CreateAnd(b_.CreateLShr(bits, 26), 15);
+    Value* shift = b_.CreateAnd(b_.CreateLShr(bits, 23), 7);
+    Value* m = b_.CreateShl(b_.CreateOr(b_.CreateAnd(bits, 0xffffff), 0x800000), shift);
+    auto entry = [&](int offset) {
+      return b_.CreateExtractElement(table, b_.CreateAdd(index, b_.getInt32(offset)));
+    };
+    Value* m64 = b_.CreateZExt(m, i64);
+    Value* res0 = b_.CreateZExt(b_.CreateMul(m, entry(0)), i64);
+    Value* res1 = b_.CreateMul(m64, b_.CreateZExt(entry(4), i64));
+    Value* res2 = b_.CreateMul(m64, b_.CreateZExt(entry(8), i64));
+    res0 = b_.CreateOr(b_.CreateLShr(res2, 32), b_.CreateShl(res0, 32));
+    res0 = b_.CreateAdd(res0, res1);
+    Value* n = b_.CreateLShr(b_.CreateAdd(res0, b_.getInt64(uint64_t{1} << 61)), 62);
+    res0 = b_.CreateSub(res0, b_.CreateShl(n, 62));
+    Value* r = Mul(b_.CreateSIToFP(res0, type_), C(0x1.921FB54442D18p-62));
+    return {r, C(0.0), b_.CreateTrunc(n, i32)};
+  }
+
+  // fdlibm k_sin.c: sin(x + y) for |x| <= pi/4, y the tail of x.
+  Value* SinKernel(Value* x, Value* y) {
+    Value* z = Mul(x, x);
+    Value* w = Mul(z, z);
+    Value* r = Add(
+        Poly(z,
+             {8.33333333332248946124e-03, -1.98412698298579493134e-04, 2.75573137070700676789e-06}),
+        Mul(Mul(z, w), Poly(z, {-2.50507602534068634195e-08, 1.58969099521155010221e-10})));
+    Value* v = Mul(z, x);
+    Value* s1 = C(-1.66666666666666324348e-01);
+    return Sub(x, Sub(Sub(Mul(z, Sub(Mul(C(0.5), y), Mul(v, r))), y), Mul(v, s1)));
+  }
+
+  // fdlibm k_cos.c (FreeBSD's revision): cos(x + y) for |x| <= pi/4.
+  Value* CosKernel(Value* x, Value* y) {
+    Value* z = Mul(x, x);
+    Value* w = Mul(z, z);
+    Value* r = Add(Mul(z, Poly(z, {4.16666666666666019037e-02, -1.38888888888741095749e-03,
+                                   2.48015872894767294178e-05})),
+                   Mul(Mul(w, w), Poly(z, {-2.75573143513906633035e-07, 2.08757232129817482790e-09,
+                                           -1.13596475577881948265e-11})));
+    Value* hz = Mul(C(0.5), z);
+    Value* one_minus = Sub(C(1.0), hz);
+    return Add(one_minus, Add(Sub(Sub(C(1.0), one_minus), hz), Sub(Mul(z, r), Mul(x, y))));
+  }
+
+  // fdlibm s_atan.c: |x| reduced to one of five intervals around 0, 0.5, 1, 1.5 and inf,
+  // atan(t) there by an odd polynomial, plus atan of the interval's centre in two parts.
+  Value* Atan(Value* x) {
+    Value* ax = Abs(x);
+    Value* below_0_6875 = b_.CreateFCmpOLT(ax, C(0.6875));
+    Value* below_1_1875 = b_.CreateFCmpOLT(ax, C(1.1875));
+    Value* below_2_4375 = b_.CreateFCmpOLT(ax, C(2.4375));
+    Value* small = b_.CreateFCmpOLT(ax, C(0.4375));
+    Value* t =
+        Select(below_2_4375, Div(Sub(ax, C(1.5)), Add(C(1.0), Mul(C(1.5), ax))), Div(C(-1.0), ax));
+    t = Select(below_1_1875, Div(Sub(ax, C(1.0)), Add(ax, C(1.0))), t);
+    t = Select(below_0_6875, Div(Sub(Add(ax, ax), C(1.0)), Add(C(2.0), ax)), t);
+    t = Select(small, ax, t);
+    auto pick = [&](double a, double b, double c, double d) {
+      return Select(below_0_6875, C(a),
+                    Select(below_1_1875, C(b), Select(below_2_4375, C(c), C(d))));
+    };
+    Value* hi = pick(4.63647609000806093515e-01, 7.85398163397448278999e-01,
+                     9.82793723247329054082e-01, 1.57079632679489655800e+00);
+    Value* lo = pick(2.26987774529616870924e-17, 3.06161699786838301793e-17,
+                     1.39033110312309984516e-17, 6.12323399573676603587e-17);
+    Value* z = Mul(t, t);
+    Value* w = Mul(z, z);
+    Value* s1 = Mul(z, Poly(w, {3.33333333333329318027e-01, 1.42857142725034663711e-01,
+                                9.09088713343650656196e-02, 6.66107313738753120669e-02,
+                                4.97687799461593236017e-02, 1.62858201153657823623e-02}));
+    Value* s2 = Mul(w, Poly(w, {-1.99999999998764832476e-01, -1.11111104054623557880e-01,
+                                -7.69187620504482999495e-02, -5.83357013379057348645e-02,
+                                -3.65315727442169155270e-02}));
+    Value* tail = Mul(t, Add(s1, s2));
+    Value* reduced = Sub(hi, Sub(Sub(tail, lo), t));
+    Value* result = CopySign(Select(small, Sub(t, tail), reduced), x);
+    return Select(IsNaN(x), x, result);
+  }
+
+  // asin x = atan(x / sqrt((1-x)(1+x))): the factored form keeps 1 - x^2 accurate near
+  // |x| = 1; |x| > 1 gives sqrt of a negative, nan.
+  Value* Asin(Value* x) {
+    Value* ax = Abs(x);
+    Value* root =
+        b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, Mul(Sub(C(1.0), ax), Add(C(1.0), ax)));
+    return CopySign(Atan(Div(ax, root)), x);
+  }
+
+  // acos x = 2 atan(sqrt((1-x)/(1+x))); 1-x and 1+x are exact where each is small.
+  Value* Acos(Value* x) {
+    Value* ratio = Div(Sub(C(1.0), x), Add(C(1.0), x));
+    return Mul(C(2.0), Atan(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, ratio)));
+  }
+
+  // log(1 + u) without losing u's low bits (Goldberg, "What every computer scientist should
+  // know about floating-point arithmetic", 1991, theorem 4): log(w) * u / (w - 1), w = 1 + u.
+  Value* Log1p(Value* u) {
+    Value* w = Add(C(1.0), u);
+    Value* r = Div(Mul(Call("log", {w}), u), Sub(w, C(1.0)));
+    r = Select(b_.CreateFCmpOEQ(w, C(INFINITY)), w, r);
+    return Select(b_.CreateFCmpOEQ(w, C(1.0)), u, r);
+  }
+
+  // sinh: a Taylor series to x^17 below 0.5 (where e^x - e^-x cancels), (e - 1/e)/2 up to
+  // 22, and e^(x/2) * e^(x/2)/2 beyond, which does not overflow before sinh does.
+  Value* Sinh(Value* x) {
+    Value* ax = Abs(x);
+    Value* z = Mul(ax, ax);
+    Value* series =
+        Add(ax, Mul(Mul(ax, z),
+                    Poly(z, {1.0 / 6, 1.0 / 120, 1.0 / 5040, 1.0 / 362880, 1.0 / 39916800,
+                             1.0 / 6227020800.0, 1.0 / 1307674368000.0, 1.0 / 355687428096000.0})));
+    Value* e = Call("exp", {ax});
+    Value* mid = Mul(C(0.5), Sub(e, Div(C(1.0), e)));
+    Value* h = Call("exp", {Mul(C(0.5), ax)});
+    Value* large = Mul(Mul(C(0.5), h), h);
+    Value* r = Select(b_.CreateFCmpOLT(ax, C(22.0)), mid, large);
+    r = Select(b_.CreateFCmpOLT(ax, C(0.5)), series, r);
+    return Select(IsNaN(x), x, CopySign(r, x));
+  }
+
+  Value* Cosh(Value* x) {
+    Value* ax = Abs(x);
+    Value* e = Call("exp", {ax});
+    Value* mid = Add(Mul(C(0.5), e), Div(C(0.5), e));
+    Value* h = Call("exp", {Mul(C(0.5), ax)});
+    Value* large = Mul(Mul(C(0.5), h), h);
+    return Select(b_.CreateFCmpOLT(ax, C(22.0)), mid, large);
+  }
+
+  // asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), log|x| + ln 2 past 2^28.
+  Value* Asinh(Value* x) {
+    Value* ax = Abs(x);
+    Value* z = Mul(ax, ax);
+    Value* root = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, Add(C(1.0), z));
+    Value* r = Log1p(Add(ax, Div(z, Add(C(1.0), root))));
+    Value* large = Add(Call("log", {ax}), C(M_LN2));
+    r = Select(b_.CreateFCmpOLT(ax, C(0x1p28)), r, large);
+    return Select(IsNaN(x), x, CopySign(r, x));
+  }
+
+  // acosh: log1p(t + sqrt(2t + t^2)), t = x - 1 (exact), below 2; fdlibm's
+  // log(2x - 1/(x + sqrt(x^2 - 1))) up to 2^28, log x + ln 2 beyond; nan below 1.
+  Value* Acosh(Value* x) {
+    Value* t = Sub(x, C(1.0));
+    Value* near_one =
+        Log1p(Add(t, b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, Add(Add(t, t), Mul(t, t)))));
+    Value* root = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, Sub(Mul(x, x), C(1.0)));
+    Value* mid = Call("log", {Sub(Add(x, x), Div(C(1.0), Add(x, root)))});
+    Value* large = Add(Call("log", {x}), C(M_LN2));
+    Value* r = Select(b_.CreateFCmpOLT(x, C(0x1p28)), mid, large);
+    r = Select(b_.CreateFCmpOLT(x, C(2.0)), near_one, r);
+    return Select(b_.CreateFCmpOLT(x, C(1.0)), C(NAN), r);
+  }
+
+  // fdlibm e_atanh.c: atanh |x| = log1p(2|x| + 2x^2/(1-|x|))/2 below 0.5,
+  // log1p(2|x|/(1-|x|))/2 above; 1 gives inf, beyond 1 nan.
+  Value* Atanh(Value* x) {
+    Value* ax = Abs(x);
+    Value* t = Add(ax, ax);
+    Value* one_minus = Sub(C(1.0), ax);
+    Value* small = Log1p(Add(t, Div(Mul(t, ax), one_minus)));
+    Value* large = Log1p(Div(t, one_minus));
+    Value* r = Mul(C(0.5), Select(b_.CreateFCmpOLT(ax, C(0.5)), small, large));
+    r = Select(b_.CreateFCmpOGT(ax, C(1.0)), C(NAN), r);
+    return Select(IsNaN(x), x, CopySign(r, x));
+  }
+
   MathLibrary& library_;
   llvm::IRBuilder<>& b_;
   llvm::Type* type_;
@@ -315,8 +604,9 @@ class MathEmitter {
 bool MathLibrary::IsMathFunction(const std::string& name) { return Arity(name) > 0; }
 
 int MathLibrary::Arity(const std::string& name) {
-  static const char* const kUnary[] = {"exp",   "log",  "sqrt",  "tanh",  "sigmoid", "fabs",
-                                       "floor", "ceil", "trunc", "round", "erf"};
+  static const char* const kUnary[] = {
+      "exp", "log", "sqrt", "tanh", "sigmoid", "fabs", "floor", "ceil", "trunc", "round", "erf",
+      "sin", "cos", "tan",  "asin", "acos",    "atan", "sinh",  "cosh", "asinh", "acosh", "atanh"};
   if (name == "pow") return 2;
   for (const char* n : kUnary) {
     if (name == n) return 1;

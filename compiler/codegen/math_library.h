@@ -17,7 +17,8 @@ class MathLibrary {
   explicit MathLibrary(llvm::Module& module) : module_(module) {}
 
   // exp, log, sqrt, tanh, sigmoid, fabs, pow (two arguments), floor, ceil, trunc,
-  // round (half to even, as ONNX Round) and erf.
+  // round (half to even, as ONNX Round), erf, sin, cos, tan, asin, acos, atan, sinh, cosh,
+  // asinh, acosh and atanh.
   static bool IsMathFunction(const std::string& name);
   static int Arity(const std::string& name);
 

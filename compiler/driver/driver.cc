@@ -45,7 +45,10 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   auto after_pass = [&](const std::string& name, const ir::IRModule& m) {
     Report(events, Kind::kPass, name, absl::StrCat(m.prim_funcs.size(), " loop-level functions"));
   };
-  KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass, "", &target));
+  ir::PassContext context;
+  context.target = target;
+  context.dim_bounds = options.dim_bounds;
+  KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass, "", context));
   Report(events, Kind::kStage, "codegen",
          absl::StrCat("LLVM for ", target.triple, " (", target.cpu, ")"));
   std::string signature = SignatureText(main);
@@ -53,8 +56,10 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   Artifact artifact;
   artifact.target = target.Canonical();
   artifact.file_name = target.artifact_file;
-  artifact.manifest_json = ManifestJson(
-      main, target, {target.artifact_file, cache::Sha256Digest(so), options.Canonical()});
+  artifact.manifest_json =
+      ManifestJson(main, target,
+                   {target.artifact_file, cache::Sha256Digest(so), options.Canonical(),
+                    context.workspace_bytes, context.no_reuse_bytes});
   artifact.bytes = std::move(so);
   Report(events, Kind::kInfo, "done", absl::StrCat(artifact.bytes.size(), " bytes"));
   return artifact;

@@ -123,6 +123,14 @@ std::string SignatureText(const ir::Function& main) {
   return out;
 }
 
+// A byte count: a number when constant (no symbolic dims, or all bounded), else its formula
+// in the inputs' symbolic dims as a string ("256*batch").
+static std::string JsonSize(const arith::PrimExpr& bytes) {
+  if (!bytes) return "0";
+  if (bytes->kind == arith::ExprKind::kIntImm) return absl::StrCat(bytes->int_value);
+  return JsonString(DimText(bytes));
+}
+
 std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info) {
   return absl::StrCat("{\n  \"format\": \"kiln-artifact\",\n  \"abi_version\": ", KILN_ABI_VERSION,
@@ -131,8 +139,10 @@ std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                       ",\n  \"target\": ", JsonString(target.preset),
                       ",\n  \"target_canonical\": ", JsonString(target.Canonical()),
                       ",\n  \"compiler_version\": ", JsonString(CompilerVersion()),
-                      ",\n  \"options\": ", JsonString(info.options), ",\n  \"symbols\": [",
-                      absl::StrJoin(SymbolNames(main), ", "), "]",
+                      ",\n  \"options\": ", JsonString(info.options),
+                      ",\n  \"workspace_bytes\": ", JsonSize(info.workspace_bytes),
+                      ",\n  \"workspace_bytes_without_reuse\": ", JsonSize(info.no_reuse_bytes),
+                      ",\n  \"symbols\": [", absl::StrJoin(SymbolNames(main), ", "), "]",
                       ",\n  \"inputs\": ", JsonTensors(Inputs(main)),
                       ",\n  \"outputs\": ", JsonTensors(Outputs(main)), "\n}\n");
 }

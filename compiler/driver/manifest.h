@@ -16,6 +16,8 @@ struct ManifestInfo {
   std::string artifact_file;
   std::string artifact_sha256;  // "sha256:<hex>"
   std::string options;          // canonical compile options
+  // Memory planning's workspace per run and the no-reuse size, in the inputs' symbolic dims.
+  arith::PrimExpr workspace_bytes, no_reuse_bytes;
 };
 std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info);

@@ -3,25 +3,37 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/ir/verifier.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/transform/eliminate_dead_code.h"
 #include "compiler/transform/fuse_ops.h"
 #include "compiler/transform/legalize.h"
 #include "compiler/transform/lower_host.h"
-#include "compiler/schedule/schedule.h"
 
 namespace kiln::driver {
+
+// Adapts a pass that needs nothing but the module.
+template <absl::StatusOr<ir::IRModule> (*pass)(ir::IRModule)>
+absl::StatusOr<ir::IRModule> ModuleOnly(ir::IRModule module, ir::PassContext&) {
+  return pass(std::move(module));
+}
+
+static absl::StatusOr<ir::IRModule> ScheduleForTarget(ir::IRModule module,
+                                                      ir::PassContext& context) {
+  return schedule::Schedule(std::move(module), context.target);
+}
 
 const std::vector<Pass>& Pipeline() {
   static const auto* passes = new std::vector<Pass>{
       // Bindings nothing uses go, shape arithmetic folded at import above all.
-      {"eliminate_dead_code", transform::EliminateDeadCode},
+      {"eliminate_dead_code", ModuleOnly<transform::EliminateDeadCode>},
       // Each operator becomes a loop-level kernel with symbolic extents.
-      {"legalize", transform::Legalize},
+      {"legalize", ModuleOnly<transform::Legalize>},
       // Kernels merge with their consumers where their loops allow (classified, not by op name).
-      {"fuse_ops", transform::FuseOps},
+      {"fuse_ops", ModuleOnly<transform::FuseOps>},
       // Each kernel gets the default schedule of its class for the target: tiles, threads, vectors.
-      {"schedule", nullptr, schedule::Schedule},
-      // `main` becomes ahead-of-time host code: bind shapes, check, carve memory, call.
+      {"schedule", ScheduleForTarget},
+      // `main` becomes ahead-of-time host code: bind shapes, check, plan and carve the
+      // workspace, call the kernels.
       {"lower_host", transform::LowerHost},
   };
   return *passes;
@@ -34,21 +46,24 @@ static absl::Status Verify(const ir::IRModule& module, const std::string& after)
       absl::StrCat("the IR is malformed after ", after, ": ", std::string(status.message())));
 }
 
-absl::StatusOr<ir::IRModule> RunPipeline(
-    ir::IRModule module,
-    const std::function<void(const std::string&, const ir::IRModule&)>& after_pass,
-    const std::string& stop_after, const ir::Target* target) {
-  const ir::Target chosen = target ? *target : *ir::ParseTarget("x86_64");
+absl::StatusOr<ir::IRModule> RunPipeline(ir::IRModule module, const AfterPass& after_pass,
+                                         const std::string& stop_after, ir::PassContext& context) {
   // A pass that breaks an invariant is caught right after it runs, not passes later.
   KILN_RETURN_IF_ERROR(Verify(module, "import"));
   for (const Pass& pass : Pipeline()) {
-    KILN_ASSIGN_OR_RETURN(module, pass.run ? pass.run(std::move(module))
-                                           : pass.run_for_target(std::move(module), chosen));
+    KILN_ASSIGN_OR_RETURN(module, pass.run(std::move(module), context));
     KILN_RETURN_IF_ERROR(Verify(module, pass.name));
     if (after_pass) after_pass(pass.name, module);
     if (pass.name == stop_after) break;
   }
   return module;
+}
+
+absl::StatusOr<ir::IRModule> RunPipeline(ir::IRModule module, const AfterPass& after_pass,
+                                         const std::string& stop_after, const ir::Target* target) {
+  ir::PassContext context;
+  context.target = target ? *target : *ir::ParseTarget("x86_64");
+  return RunPipeline(std::move(module), after_pass, stop_after, context);
 }
 
 }  // namespace kiln::driver

@@ -44,8 +44,25 @@ class ImportContext {
   // symbolic; converters of the ops that move such values (Shape, Gather, Concat, Unsqueeze,
   // Squeeze, Slice, Cast, Add, Sub, Mul, Div) record their results with SetSymbolicValue.
   // A constant integer tensor of rank <= 1 always has a symbolic value.
-  virtual std::optional<std::vector<arith::PrimExpr>> SymbolicValue(const ir::Expr& value) const = 0;
+  virtual std::optional<std::vector<arith::PrimExpr>> SymbolicValue(
+      const ir::Expr& value) const = 0;
   virtual void SetSymbolicValue(const ir::Expr& value, std::vector<arith::PrimExpr> elements) = 0;
+
+  // Binds the elements of `value`, a small integer tensor computed at run time (0-d, or 1-D
+  // of static length), to fresh symbolic variables, so that shapes made from it stay symbolic:
+  //   %hint: Shape([hint_0, hint_1]) = match_cast(tensor_to_shape(%value), Shape([...]))
+  // Host code binds them by reading the tensor once it exists. They are data, not dims, and
+  // may be negative, while the analyzer takes an unbound variable to be >= 0: use them as
+  // dims only where the op requires a value >= 0 (checked at run time), and otherwise only
+  // under a select, whose bounds the analyzer does not derive from its branches.
+  virtual absl::StatusOr<std::vector<arith::PrimExpr>> BindRuntimeValues(
+      const ir::Expr& value, const std::string& name_hint) = 0;
+
+  // Checks at run time that `actual` equals `expected` (a constraint that shape inference
+  // assumed of run-time values, such as a reshape keeping the element count), as
+  //   %hint: Shape(expected) = match_cast(shape(actual), Shape(expected))
+  virtual void CheckAtRunTime(const arith::PrimExpr& actual, const arith::PrimExpr& expected,
+                              const std::string& name_hint) = 0;
 
   // Attributes, with ONNX defaults supplied by the caller.
   virtual const onnx::AttributeProto* Attr(const std::string& name) const = 0;
@@ -78,8 +95,7 @@ class ImportContext {
   bool HasOutput(int i) const { return i < num_outputs() && !node().output(i).empty(); }
 
   // Convenience: Emit, then make the result output 0.
-  absl::Status EmitOutput(const std::string& op, std::vector<ir::Expr> args,
-                          ir::Attrs attrs = {});
+  absl::Status EmitOutput(const std::string& op, std::vector<ir::Expr> args, ir::Attrs attrs = {});
   // For ops with several results (a Tuple struct info): Emit, then bind each field that the
   // node requests to its own variable and make it that output.
   absl::Status EmitTupleOutputs(const std::string& op, std::vector<ir::Expr> args,

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/frontend/import_context.h"
+#include "compiler/frontend/onnx_tensor_ops.h"
 
 namespace kiln::frontend {
 namespace {
@@ -20,14 +21,6 @@ absl::StatusOr<ir::Expr> GivenInput(ImportContext& ctx, int i) {
   const ir::NDArray* data = ir::IsNone(v) ? nullptr : ctx.ConstantValue(v);
   if (data && data->num_elements() == 0) return ir::MakeNone();
   return v;
-}
-
-// An integer operand that decides an output shape: as a ShapeExpr when its elements are
-// known symbolically (so the shape stays symbolic), else as it is.
-ir::Expr ShapeOperand(ImportContext& ctx, const ir::Expr& v) {
-  if (ir::IsNone(v) || ctx.ConstantValue(v)) return v;
-  auto values = ctx.SymbolicValue(v);
-  return values ? ir::MakeShapeExpr(*values) : v;
 }
 
 ir::Expr FloatsConstant(const std::vector<float>& values) {
@@ -95,8 +88,12 @@ absl::Status ConvertResize(ImportContext& ctx) {
   if (mode != "nearest" && mode != "linear" && mode != "cubic") {
     return Unsupported(ctx, "mode " + mode);
   }
+  ir::Expr sizes_arg = sizes;
+  if (!ir::IsNone(sizes)) {
+    KILN_ASSIGN_OR_RETURN(sizes_arg, DimsArg(ctx, sizes, ctx.node().input(3)));
+  }
   return ctx.EmitOutput(
-      "resize", {x, roi, scales, ShapeOperand(ctx, sizes)},
+      "resize", {x, roi, scales, sizes_arg},
       ResizeAttrs(mode, transform, ctx.StringAttr("nearest_mode", "round_prefer_floor"),
                   ctx.FloatAttr("cubic_coeff_a", -0.75f), ctx.IntAttr("exclude_outside", 0),
                   ctx.FloatAttr("extrapolation_value", 0.0f)));
@@ -172,8 +169,8 @@ absl::Status ConvertTopK(ImportContext& ctx) {
     value.data<int64_t>()[0] = ctx.IntAttr("k", 0);
     k = Constant(std::move(value));
   } else {
-    KILN_ASSIGN_OR_RETURN(k, ctx.Input(1));
-    k = ShapeOperand(ctx, k);
+    KILN_ASSIGN_OR_RETURN(ir::Expr given, ctx.Input(1));
+    KILN_ASSIGN_OR_RETURN(k, DimsArg(ctx, given, ctx.node().input(1)));
   }
   return ctx.EmitTupleOutputs("top_k", {x, k},
                               {{"axis", ctx.IntAttr("axis", -1)},

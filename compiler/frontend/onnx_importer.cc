@@ -8,6 +8,7 @@
 #include "compiler/frontend/import_context.h"
 #include "compiler/frontend/onnx_tensor.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/op/op_def.h"
 #include "compiler/op/registry.h"
 
 namespace kiln::frontend {
@@ -81,6 +82,14 @@ class GraphImporter : public ImportContext {
     bindings_.push_back({var, value});
     return var;
   }
+  absl::StatusOr<std::vector<PrimExpr>> BindRuntimeValues(const Expr& value,
+                                                          const std::string& name_hint) override;
+  void CheckAtRunTime(const PrimExpr& actual, const PrimExpr& expected,
+                      const std::string& name_hint) override {
+    StructInfo info = StructInfo::Shape({expected});
+    bindings_.push_back({ir::MakeVar(FreshName(name_hint), info), ir::MakeShapeExpr({actual}),
+                         /*match_cast=*/true});
+  }
   void SetOutput(int i, Expr value) override {
     if (i < node_->output_size() && !node_->output(i).empty()) values_[node_->output(i)] = value;
   }
@@ -92,6 +101,7 @@ class GraphImporter : public ImportContext {
   std::string BindingName(const std::string& name_hint, const std::string& fallback) const;
   absl::StatusOr<ir::Function> FinishSubgraph(const onnx::GraphProto& graph);
   absl::StatusOr<Expr> Fold(const ir::ExprNode& call);
+  Expr ForgetRuntimeDims(const Expr& call);
 
   int64_t opset_;
   GraphImporter* parent_;  // the enclosing graph's importer, for subgraphs
@@ -127,8 +137,8 @@ absl::Status GraphImporter::ImportInitializers(const onnx::GraphProto& graph) {
   for (const auto& init : graph.initializer()) {
     auto array = NDArrayFromTensorProto(init);
     if (!array.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "initializer '", init.name(), "': ", std::string(array.status().message())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer '", init.name(), "': ", std::string(array.status().message())));
     }
     values_[init.name()] = ir::MakeConstant(*std::move(array));
   }
@@ -145,8 +155,8 @@ absl::Status GraphImporter::ImportInputs(const onnx::GraphProto& graph) {
     const auto& tensor_type = input.type().tensor_type();
     auto dtype = DataTypeFromOnnx(tensor_type.elem_type());
     if (!dtype.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("graph input '", input.name(), "': ",
-                                                     std::string(dtype.status().message())));
+      return absl::InvalidArgumentError(absl::StrCat("graph input '", input.name(),
+                                                     "': ", std::string(dtype.status().message())));
     }
     if (!tensor_type.has_shape()) {
       return absl::InvalidArgumentError(
@@ -258,7 +268,14 @@ std::string GraphImporter::BindingName(const std::string& name_hint,
 
 absl::StatusOr<Expr> GraphImporter::EmitCall(Expr call, const std::string& name_hint) {
   KILN_CHECK(op::IsRegistered(call->name)) << "converter emits unregistered op " << call->name;
-  KILN_ASSIGN_OR_RETURN(StructInfo info, op::InferStructInfo(*call, analyzer_));
+  absl::StatusOr<StructInfo> inferred = op::InferStructInfo(*call, analyzer_);
+  if (!inferred.ok()) {
+    if (Expr relaxed = ForgetRuntimeDims(call)) {
+      call = relaxed;
+      inferred = op::InferStructInfo(*call, analyzer_);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(StructInfo info, std::move(inferred));
   ir::ExprNode normalized = *call;
   normalized.struct_info = info;
   if (normalized.subgraphs.empty()) {
@@ -269,6 +286,40 @@ absl::StatusOr<Expr> GraphImporter::EmitCall(Expr call, const std::string& name_
   Expr var = ir::MakeVar(FreshName(BindingName(name_hint, call->name)), info);
   bindings_.push_back({var, value});
   return var;
+}
+
+// Dims computed from run-time values (BindRuntimeValues) are selects that inference cannot
+// prove anything about (a matmul's inner dims, a broadcast). Where that makes inference fail,
+// the call is retried on operands that keep only their rank, as before those values were
+// followed: the kernel checks them at run time. nullptr when no operand has such dims.
+Expr GraphImporter::ForgetRuntimeDims(const Expr& call) {
+  ir::ExprNode relaxed = *call;
+  bool changed = false;
+  for (Expr& arg : relaxed.args) {
+    const StructInfo& info = arg->struct_info;
+    if (!info.is_tensor() || !info.shape || !op::DependsOnRuntimeValues(*info.shape)) continue;
+    Expr alias =
+        ir::MakeVar(FreshName(arg->name + "_rank"), StructInfo::TensorRank(info.ndim, info.dtype));
+    bindings_.push_back({alias, arg});
+    arg = alias;
+    changed = true;
+  }
+  return changed ? std::make_shared<const ir::ExprNode>(std::move(relaxed)) : nullptr;
+}
+
+absl::StatusOr<std::vector<PrimExpr>> GraphImporter::BindRuntimeValues(
+    const Expr& value, const std::string& name_hint) {
+  ir::ExprNode call = *ir::MakeCall("tensor_to_shape", {value});
+  KILN_ASSIGN_OR_RETURN(call.struct_info, op::InferStructInfo(call, analyzer_));
+  std::string name = FreshName(name_hint);
+  std::vector<PrimExpr> vars;
+  for (int i = 0; i < call.struct_info.ndim; ++i) {
+    vars.push_back(arith::MakeVar(absl::StrCat(name, "_", i)));
+  }
+  Expr var = ir::MakeVar(name, StructInfo::Shape(vars));
+  bindings_.push_back(
+      {var, std::make_shared<const ir::ExprNode>(std::move(call)), /*match_cast=*/true});
+  return vars;
 }
 
 // A subgraph becomes a Function whose params are the graph's inputs (struct info given by
@@ -292,10 +343,10 @@ absl::StatusOr<std::shared_ptr<const ir::Function>> GraphImporter::ImportSubgrap
   for (int i = 0; i < graph.node_size(); ++i) {
     absl::Status status = sub.ImportNode(graph.node(i));
     if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("subgraph '", graph.name(), "' node ", i, " '",
-                                       graph.node(i).name(), "' (op ", graph.node(i).op_type(),
-                                       "): ", std::string(status.message())));
+      return absl::Status(
+          status.code(),
+          absl::StrCat("subgraph '", graph.name(), "' node ", i, " '", graph.node(i).name(),
+                       "' (op ", graph.node(i).op_type(), "): ", std::string(status.message())));
     }
   }
   KILN_ASSIGN_OR_RETURN(ir::Function func, sub.FinishSubgraph(graph));
@@ -371,8 +422,8 @@ absl::StatusOr<ir::IRModule> ImportOnnx(std::string_view model_bytes) {
   onnx::ModelProto model;
   if (model_bytes.empty() ||
       !model.ParseFromArray(model_bytes.data(), static_cast<int>(model_bytes.size()))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not an ONNX model: ", model_bytes.size(), " bytes that do not parse as a ModelProto"));
+    return absl::InvalidArgumentError(absl::StrCat("not an ONNX model: ", model_bytes.size(),
+                                                   " bytes that do not parse as a ModelProto"));
   }
   if (!model.has_graph() || model.graph().node_size() + model.graph().output_size() == 0) {
     return absl::InvalidArgumentError("not an ONNX model: it has no graph");

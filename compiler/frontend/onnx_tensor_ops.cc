@@ -46,6 +46,31 @@ ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value) {
   return known ? ValuesArg(*known) : value;
 }
 
+bool IsSmallIntVector(const ir::Expr& value) {
+  const ir::StructInfo& info = value->struct_info;
+  if (!info.is_tensor() || !info.dtype.is_int() || info.ndim < 0 || info.ndim > 1) return false;
+  if (info.ndim == 0) return true;
+  return info.shape && (*info.shape)[0]->kind == arith::ExprKind::kIntImm;
+}
+
+void CheckNonNegative(ImportContext& ctx, const std::vector<PrimExpr>& dims,
+                      const std::string& name_hint) {
+  for (const PrimExpr& d : dims) {
+    PrimExpr negative_part = arith::Select(arith::Binary(arith::ExprKind::kGE, d, arith::IntImm(0)),
+                                           arith::IntImm(0), d);
+    ctx.CheckAtRunTime(negative_part, arith::IntImm(0), name_hint + "_nonnegative");
+  }
+}
+
+absl::StatusOr<ir::Expr> DimsArg(ImportContext& ctx, const ir::Expr& value,
+                                 const std::string& name_hint) {
+  if (auto known = ctx.SymbolicValue(value)) return ValuesArg(*known);
+  if (!IsSmallIntVector(value)) return value;
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> vars, ctx.BindRuntimeValues(value, name_hint));
+  CheckNonNegative(ctx, vars, name_hint);
+  return ir::MakeShapeExpr(vars);
+}
+
 namespace {
 
 absl::StatusOr<int64_t> Axis(int64_t axis, int64_t rank) {
@@ -108,6 +133,45 @@ absl::StatusOr<std::vector<PrimExpr>> ResolveReshape(const ImportContext& ctx,
   return out;
 }
 
+// Marks a reshape whose element count is checked at run time (ImportContext::CheckAtRunTime),
+// so shape inference need not prove it.
+ir::Attrs CheckedAtRunTime() { return {{"checked_at_run_time", int64_t{1}}}; }
+
+PrimExpr ElementCount(const std::vector<PrimExpr>& dims, const arith::Analyzer& a) {
+  PrimExpr n = arith::IntImm(1);
+  for (const PrimExpr& d : dims) n = n * d;
+  return a.Simplify(n);
+}
+
+// Reshape's target when its values are only known at run time (vars bound by
+// BindRuntimeValues): entry i is select(v == -1, inferred, select(v == 0, in[i], v)), the
+// selects keeping the analyzer from assuming v >= 0. The element count is checked at run time.
+std::vector<PrimExpr> RuntimeReshapeDims(const ImportContext& ctx, const std::vector<PrimExpr>& in,
+                                         const std::vector<PrimExpr>& target) {
+  using arith::ExprKind;
+  bool allow_zero = ctx.IntAttr("allowzero", 0) != 0;
+  std::vector<PrimExpr> copied;
+  for (size_t i = 0; i < target.size(); ++i) {
+    const PrimExpr& v = target[i];
+    bool can_copy = !allow_zero && i < in.size();
+    copied.push_back(
+        can_copy ? arith::Select(arith::Binary(ExprKind::kEQ, v, arith::IntImm(0)), in[i], v) : v);
+  }
+  PrimExpr total = ElementCount(in, ctx.analyzer());
+  std::vector<PrimExpr> out;
+  for (size_t i = 0; i < target.size(); ++i) {
+    PrimExpr others = arith::IntImm(1);
+    for (size_t j = 0; j < target.size(); ++j) {
+      if (j != i) others = others * copied[j];
+    }
+    // max(.., 1): a zero-sized or invalid target must not divide by zero before it is checked.
+    PrimExpr inferred = arith::FloorDiv(total, arith::Max(others, arith::IntImm(1)));
+    PrimExpr is_inferred = arith::Binary(ExprKind::kEQ, target[i], arith::IntImm(-1));
+    out.push_back(arith::Select(is_inferred, inferred, copied[i]));
+  }
+  return out;
+}
+
 bool HasZeroOrMinusOne(const std::vector<PrimExpr>& values) {
   return std::any_of(values.begin(), values.end(),
                      [](const PrimExpr& v) { return v->is_const_int(0) || v->is_const_int(-1); });
@@ -122,6 +186,16 @@ absl::Status ConvertReshape(ImportContext& ctx) {
   auto target = ctx.SymbolicValue(shape);
   const ir::StructInfo& info = x->struct_info;
   auto x_values = ctx.SymbolicValue(x);
+  if (!target && info.shape && IsSmallIntVector(shape)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
+                          ctx.BindRuntimeValues(shape, ctx.node().input(1)));
+    std::vector<PrimExpr> dims = RuntimeReshapeDims(ctx, *info.shape, values);
+    const arith::Analyzer& a = ctx.analyzer();
+    CheckNonNegative(ctx, dims, ctx.node().input(1));
+    ctx.CheckAtRunTime(ElementCount(dims, a), ElementCount(*info.shape, a),
+                       ctx.node().input(1) + "_fits");
+    return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(dims)}, CheckedAtRunTime());
+  }
   if (!target || (!info.shape && HasZeroOrMinusOne(*target))) {
     return ctx.EmitOutput("reshape", {x, shape}, {{"allowzero", allow_zero}});
   }
@@ -207,6 +281,93 @@ absl::Status EmitAxesOp(ImportContext& ctx, const std::string& op, const ir::Exp
   return absl::OkStatus();
 }
 
+// Helpers for axes read at run time: everything is a select over their values, so the
+// analyzer never assumes them >= 0 (ImportContext::BindRuntimeValues).
+PrimExpr Indicator(const PrimExpr& cond) {
+  return arith::Select(cond, arith::IntImm(1), arith::IntImm(0));
+}
+PrimExpr Eq(const PrimExpr& a, int64_t b) {
+  return arith::Binary(arith::ExprKind::kEQ, a, arith::IntImm(b));
+}
+// For each position in [0, rank), whether one of `axes` (negative counting from rank) names it.
+std::vector<PrimExpr> NamedPositions(const std::vector<PrimExpr>& axes, int64_t rank) {
+  std::vector<PrimExpr> named;
+  for (int64_t k = 0; k < rank; ++k) {
+    PrimExpr any = arith::IntImm(0, arith::DataType::Bool());
+    for (const PrimExpr& a : axes) {
+      PrimExpr resolved = arith::Select(arith::Binary(arith::ExprKind::kLT, a, arith::IntImm(0)),
+                                        a + arith::IntImm(rank), a);
+      any = arith::Binary(arith::ExprKind::kOr, any, Eq(resolved, k));
+    }
+    named.push_back(any);
+  }
+  return named;
+}
+
+// Squeeze and Unsqueeze only reshape: with axes known at run time they become a reshape to
+// dims computed from the axes, with the constraints checked at run time: every axis names a
+// distinct position (so as many are named as given), and a squeezed dim is 1.
+absl::Status EmitRuntimeUnsqueeze(ImportContext& ctx, const ir::Expr& x, const ir::Expr& axes) {
+  const std::vector<PrimExpr>& in = *x->struct_info.shape;
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
+                        ctx.BindRuntimeValues(axes, ctx.node().input(1)));
+  int64_t rank = in.size() + values.size();
+  std::vector<PrimExpr> inserted = NamedPositions(values, rank);
+  std::vector<PrimExpr> dims;
+  PrimExpr inserted_before = arith::IntImm(0);
+  for (int64_t k = 0; k < rank; ++k) {
+    // Not inserted: input dim k - (number inserted before k).
+    PrimExpr source = arith::IntImm(k) - inserted_before;
+    PrimExpr dim = arith::IntImm(1);
+    for (size_t i = 0; i < in.size(); ++i) dim = arith::Select(Eq(source, i), in[i], dim);
+    dims.push_back(arith::Select(inserted[k], arith::IntImm(1), dim));
+    inserted_before = inserted_before + Indicator(inserted[k]);
+  }
+  ctx.CheckAtRunTime(inserted_before, arith::IntImm(values.size()), ctx.node().input(1) + "_fits");
+  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(dims)}, CheckedAtRunTime());
+}
+
+absl::Status EmitRuntimeSqueeze(ImportContext& ctx, const ir::Expr& x, const ir::Expr& axes) {
+  const std::vector<PrimExpr>& in = *x->struct_info.shape;
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
+                        ctx.BindRuntimeValues(axes, ctx.node().input(1)));
+  int64_t rank = in.size();
+  std::vector<PrimExpr> dropped = NamedPositions(values, rank);
+  PrimExpr count = arith::IntImm(0), not_one = arith::IntImm(0);
+  std::vector<PrimExpr> kept_before;  // kept dims before position i
+  for (int64_t i = 0; i < rank; ++i) {
+    kept_before.push_back(arith::IntImm(i) - count);
+    count = count + Indicator(dropped[i]);
+    not_one = not_one + Indicator(arith::Binary(
+                            arith::ExprKind::kAnd, dropped[i],
+                            arith::Binary(arith::ExprKind::kNE, in[i], arith::IntImm(1))));
+  }
+  int64_t out_rank = rank - static_cast<int64_t>(values.size());
+  if (out_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axes has ", values.size(), " entries for rank ", rank));
+  }
+  std::vector<PrimExpr> dims;
+  for (int64_t k = 0; k < out_rank; ++k) {
+    // The k-th kept input dim.
+    PrimExpr dim = arith::IntImm(0);
+    for (int64_t i = 0; i < rank; ++i) {
+      PrimExpr is_it =
+          arith::Binary(arith::ExprKind::kAnd, arith::Not(dropped[i]), Eq(kept_before[i], k));
+      dim = arith::Select(is_it, in[i], dim);
+    }
+    dims.push_back(dim);
+  }
+  std::string name = ctx.node().input(1);
+  ctx.CheckAtRunTime(count, arith::IntImm(values.size()), name + "_fits");
+  ctx.CheckAtRunTime(not_one, arith::IntImm(0), name + "_squeezes_ones");
+  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(dims)}, CheckedAtRunTime());
+}
+
+bool IsRuntimeAxes(const ImportContext& ctx, const ir::Expr& x, const ir::Expr& axes) {
+  return axes && x->struct_info.shape && !ctx.SymbolicValue(axes) && IsSmallIntVector(axes);
+}
+
 // Without axes, Squeeze drops every dim of size 1 (a symbolic dim is taken not to be 1).
 absl::Status ConvertSqueeze(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
@@ -220,6 +381,7 @@ absl::Status ConvertSqueeze(ImportContext& ctx) {
     }
     axes = IntsConstant(ones);
   }
+  if (IsRuntimeAxes(ctx, x, axes)) return EmitRuntimeSqueeze(ctx, x, axes);
   return EmitAxesOp(ctx, "squeeze", x, axes);
 }
 
@@ -227,6 +389,7 @@ absl::Status ConvertUnsqueeze(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(ir::Expr axes, AxesOperand(ctx));
   if (!axes) return absl::InvalidArgumentError("axes are required");
+  if (IsRuntimeAxes(ctx, x, axes)) return EmitRuntimeUnsqueeze(ctx, x, axes);
   return EmitAxesOp(ctx, "unsqueeze", x, axes);
 }
 
@@ -235,7 +398,8 @@ Converter ShapeOperandOp(std::string op) {
   return [op](ImportContext& ctx) -> absl::Status {
     KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
     KILN_ASSIGN_OR_RETURN(ir::Expr operand, ctx.Input(1));
-    return ctx.EmitOutput(op, {x, ShapeLikeArg(ctx, operand)});
+    KILN_ASSIGN_OR_RETURN(ir::Expr dims, DimsArg(ctx, operand, ctx.node().input(1)));
+    return ctx.EmitOutput(op, {x, dims});
   };
 }
 

@@ -12,6 +12,16 @@ namespace kiln::frontend {
 // reads best: a constant i64 vector when every value is known, a ShapeExpr when some are
 // symbolic, or `value` itself when it is computed at run time.
 ir::Expr ShapeLikeArg(const ImportContext& ctx, const ir::Expr& value);
+// True for an integer tensor that is 0-d or 1-D of static length: what BindRuntimeValues takes.
+bool IsSmallIntVector(const ir::Expr& value);
+// Checks at run time that each of `dims` (computed from run-time values) is >= 0.
+void CheckNonNegative(ImportContext& ctx, const std::vector<arith::PrimExpr>& dims,
+                      const std::string& name_hint);
+// A dims operand (Expand's shape, Tile's repeats, ConstantOfShape's shape), whose values ONNX
+// requires to be >= 0: as ShapeLikeArg, but the values of a small integer vector computed at
+// run time become symbolic variables (ImportContext::BindRuntimeValues), checked >= 0 then.
+absl::StatusOr<ir::Expr> DimsArg(ImportContext& ctx, const ir::Expr& value,
+                                 const std::string& name_hint);
 // Known values as an operand: a constant i64 vector when all are constants, else a ShapeExpr.
 ir::Expr ValuesArg(const std::vector<arith::PrimExpr>& values);
 // A constant 1-D i64 tensor.

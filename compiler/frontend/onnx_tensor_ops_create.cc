@@ -19,12 +19,36 @@ ir::Expr SymbolicScalar(const ImportContext& ctx, const ir::Expr& value) {
   return ir::MakeShapeExpr(*known);
 }
 
+// Integer start, limit and delta given at run time become symbolic variables (delta checked
+// non-zero then), so the length is an expression of them; float ranges keep only the rank.
+absl::Status BindRuntimeRangeOperands(ImportContext& ctx, std::vector<ir::Expr>& args) {
+  for (const ir::Expr& arg : args) {
+    if (!ctx.ConstantValue(arg) && arg->kind != ir::ExprKind::kShapeExpr &&
+        !IsSmallIntVector(arg)) {
+      return absl::OkStatus();
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (ctx.ConstantValue(args[i]) || args[i]->kind == ir::ExprKind::kShapeExpr) continue;
+    KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> v,
+                          ctx.BindRuntimeValues(args[i], ctx.node().input(i)));
+    args[i] = ir::MakeShapeExpr(v);
+    if (i == 2) {
+      PrimExpr is_zero = arith::Binary(arith::ExprKind::kEQ, v[0], arith::IntImm(0));
+      ctx.CheckAtRunTime(arith::Select(is_zero, arith::IntImm(1), arith::IntImm(0)),
+                         arith::IntImm(0), ctx.node().input(2) + "_nonzero");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ConvertRange(ImportContext& ctx) {
   std::vector<ir::Expr> args;
   for (int i = 0; i < 3; ++i) {
     KILN_ASSIGN_OR_RETURN(ir::Expr v, ctx.Input(i));
     args.push_back(SymbolicScalar(ctx, v));
   }
+  KILN_RETURN_IF_ERROR(BindRuntimeRangeOperands(ctx, args));
   KILN_ASSIGN_OR_RETURN(ir::Expr start, ctx.Input(0));
   return ctx.EmitOutput("range", args, {{"dtype", start->struct_info.dtype.ToString()}});
 }
@@ -36,8 +60,8 @@ absl::Status ConvertConstantOfShape(ImportContext& ctx) {
     KILN_ASSIGN_OR_RETURN(value, NDArrayFromTensorProto(attr->t()));
     if (value.num_elements() != 1) return absl::InvalidArgumentError("value must hold one element");
   }
-  return ctx.EmitOutput("constant_of_shape",
-                        {ShapeLikeArg(ctx, shape), Constant(std::move(value))});
+  KILN_ASSIGN_OR_RETURN(ir::Expr dims, DimsArg(ctx, shape, ctx.node().input(0)));
+  return ctx.EmitOutput("constant_of_shape", {dims, Constant(std::move(value))});
 }
 
 absl::Status ConvertEyeLike(ImportContext& ctx) {

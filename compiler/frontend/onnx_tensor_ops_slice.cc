@@ -121,6 +121,51 @@ absl::StatusOr<std::vector<ir::Expr>> SliceOperands(ImportContext& ctx) {
   return out;
 }
 
+PrimExpr SelectLess(const PrimExpr& a, const PrimExpr& b, const PrimExpr& then_value,
+                    const PrimExpr& else_value) {
+  return arith::Select(arith::Binary(arith::ExprKind::kLT, a, b), then_value, else_value);
+}
+
+// A start or end read at run time, resolved as ONNX does for a positive step: negative counts
+// from the end, then clamped to [0, dim]. The value only appears under a select, so the
+// analyzer never assumes it >= 0 (ImportContext::BindRuntimeValues).
+PrimExpr ResolveSliceBound(const PrimExpr& v, const PrimExpr& dim) {
+  PrimExpr zero = arith::IntImm(0);
+  // v < 0 ? v + dim : v, written so that neither arm overflows for values near the i64 limits
+  // (ONNX models say "to the end" with INT64_MAX).
+  PrimExpr r = SelectLess(v, zero, v, v - dim) + dim;
+  // min/max of a select: the analyzer derives no bounds from the value, so none are assumed.
+  return arith::Max(zero, arith::Min(r, dim));
+}
+
+// Starts and ends computed at run time (with constant axes and positive constant steps)
+// become their resolved values over symbolic variables, so the result keeps its dims.
+absl::Status ResolveRuntimeSliceBounds(ImportContext& ctx, const ir::Expr& x,
+                                       std::vector<ir::Expr>& operands) {
+  const ir::StructInfo& info = x->struct_info;
+  auto axes = ConstantInts(ctx, operands[2]);
+  auto steps = ConstantInts(ctx, operands[3]);
+  if (!info.shape || !axes || !steps) return absl::OkStatus();
+  if (std::any_of(steps->begin(), steps->end(), [](int64_t s) { return s <= 0; })) {
+    return absl::OkStatus();
+  }
+  for (int k = 0; k < 2; ++k) {
+    ir::Expr& operand = operands[k];
+    if (ctx.SymbolicValue(operand) || !IsSmallIntVector(operand)) continue;
+    KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
+                          ctx.BindRuntimeValues(operand, ctx.node().input(k + 1)));
+    if (values.size() != axes->size()) {
+      return absl::InvalidArgumentError("starts, ends, axes and steps must have the same length");
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(int64_t axis, Axis((*axes)[i], info.shape->size()));
+      values[i] = ResolveSliceBound(values[i], (*info.shape)[axis]);
+    }
+    operand = ir::MakeShapeExpr(values);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ConvertSlice(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> operands, SliceOperands(ctx));
@@ -131,6 +176,7 @@ absl::Status ConvertSlice(ImportContext& ctx) {
     operands.push_back(IntsConstant(axes));
   }
   if (operands.size() < 4) operands.push_back(IntsConstant(std::vector<int64_t>(n, 1)));
+  KILN_RETURN_IF_ERROR(ResolveRuntimeSliceBounds(ctx, x, operands));
   std::vector<ir::Expr> args = {x};
   args.insert(args.end(), operands.begin(), operands.end());
   KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit("slice", args));
@@ -156,6 +202,28 @@ absl::StatusOr<ir::Expr> PadsForAxes(ImportContext& ctx, const ir::Expr& pads, i
   return IntsConstant(full);
 }
 
+// Pads read at run time: bound to symbolic variables that may be negative (a negative pad
+// crops), so each enters the dims under a select, from which the analyzer derives no bounds;
+// every resulting dim is checked >= 0 at run time.
+absl::StatusOr<ir::Expr> RuntimePads(ImportContext& ctx, const ir::Expr& x, const ir::Expr& pads) {
+  const ir::StructInfo& info = x->struct_info;
+  if (!info.shape || ctx.SymbolicValue(pads) || !IsSmallIntVector(pads)) return pads;
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
+                        ctx.BindRuntimeValues(pads, ctx.node().input(1)));
+  size_t rank = info.shape->size();
+  if (values.size() != 2 * rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pads has ", values.size(), " entries for rank ", rank));
+  }
+  for (PrimExpr& v : values) {
+    v = arith::Select(arith::Binary(arith::ExprKind::kGE, v, arith::IntImm(0)), v, v);
+  }
+  std::vector<PrimExpr> dims;
+  for (size_t d = 0; d < rank; ++d) dims.push_back((*info.shape)[d] + values[d] + values[d + rank]);
+  CheckNonNegative(ctx, dims, ctx.node().input(1));
+  return ir::MakeShapeExpr(values);
+}
+
 absl::Status ConvertPad(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   arith::DataType dtype = x->struct_info.dtype;
@@ -173,6 +241,8 @@ absl::Status ConvertPad(ImportContext& ctx) {
     }
     if (ctx.HasInput(3)) {
       KILN_ASSIGN_OR_RETURN(pads, PadsForAxes(ctx, pads, x->struct_info.ndim));
+    } else {
+      KILN_ASSIGN_OR_RETURN(pads, RuntimePads(ctx, x, pads));
     }
   }
   return ctx.EmitOutput("pad", {x, pads, value}, {{"mode", mode}});

@@ -23,30 +23,30 @@ class Interpreter {
 
   absl::StatusOr<Value> Call(const ir::Function& func, const std::vector<Value>& args) {
     if (args.size() != func.params.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("function ", func.name, " takes ",
-                                                     func.params.size(), " inputs, got ",
-                                                     args.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "function ", func.name, " takes ", func.params.size(), " inputs, got ", args.size()));
     }
     // A function's symbolic vars are its own: a loop body binds them anew on every call.
     for (const ir::Expr& param : func.params) ForgetSymbols(param->struct_info);
     for (size_t i = 0; i < args.size(); ++i) {
       std::string what = absl::StrCat(
-          "input '", i < func.input_names.size() ? func.input_names[i] : func.params[i]->name,
-          "'");
+          "input '", i < func.input_names.size() ? func.input_names[i] : func.params[i]->name, "'");
       KILN_RETURN_IF_ERROR(MatchStructInfo(func.params[i]->struct_info, args[i], what));
       env_[func.params[i].get()] = args[i];
     }
     for (const ir::BindingBlock& block : func.blocks) {
       for (const ir::Binding& binding : block.bindings) {
         KILN_ASSIGN_OR_RETURN(Value v, Eval(binding.value));
+        // Values read from a tensor are new on every run of a loop body.
+        if (IsTensorToShape(*binding.value)) ForgetSymbols(binding.var->struct_info);
         std::string what = absl::StrCat("value %", binding.var->name);
         absl::Status matched = MatchStructInfo(binding.var->struct_info, v, what);
         if (!matched.ok()) {
           // A match_cast checks what the model promised; elsewhere a mismatch means shape
           // inference and the kernel disagree, which is Kiln's bug, not the user's.
           if (binding.match_cast) return matched;
-          return absl::InternalError(absl::StrCat("struct info disagrees with the reference: ",
-                                                  matched.message()));
+          return absl::InternalError(
+              absl::StrCat("struct info disagrees with the reference: ", matched.message()));
         }
         env_[binding.var.get()] = std::move(v);
       }
@@ -61,7 +61,8 @@ class Interpreter {
         KILN_CHECK(it != env_.end()) << "variable %" << e->name << " used before definition";
         return it->second;
       }
-      case ir::ExprKind::kConstant: return Value(*e->data);
+      case ir::ExprKind::kConstant:
+        return Value(*e->data);
       case ir::ExprKind::kTuple: {
         std::vector<Value> fields;
         for (const ir::Expr& arg : e->args) {
@@ -76,7 +77,8 @@ class Interpreter {
             << "tuple index " << e->index << " out of range";
         return t.fields()[e->index];
       }
-      case ir::ExprKind::kShapeExpr: return EvalShape(e->values);
+      case ir::ExprKind::kShapeExpr:
+        return EvalShape(e->values);
       case ir::ExprKind::kIf: {
         KILN_ASSIGN_OR_RETURN(Value cond, Eval(e->args[0]));
         if (!cond.is_tensor() || cond.tensor().num_elements() != 1) {
@@ -85,12 +87,17 @@ class Interpreter {
         // Branches see the enclosing scope's variables: they run in this interpreter.
         return Call(*e->subgraphs[cond.tensor().GetInt(0) ? 0 : 1], {});
       }
-      case ir::ExprKind::kCall: return EvalCall(*e);
+      case ir::ExprKind::kCall:
+        return EvalCall(*e);
     }
     return absl::InternalError("unknown expression kind");
   }
 
  private:
+  static bool IsTensorToShape(const ir::ExprNode& value) {
+    return value.kind == ir::ExprKind::kCall && value.name == "tensor_to_shape";
+  }
+
   void ForgetSymbols(const ir::StructInfo& info) {
     for (const ir::StructInfo& f : info.fields) ForgetSymbols(f);
     if (!info.shape) return;
@@ -135,8 +142,8 @@ class Interpreter {
                                const std::string& what) {
     if (info.kind == ir::StructInfo::Kind::kTuple) {
       if (v.is_tensor() || v.fields().size() != info.fields.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": expected a tuple of ",
-                                                       info.fields.size()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": expected a tuple of ", info.fields.size()));
       }
       for (size_t i = 0; i < info.fields.size(); ++i) {
         KILN_RETURN_IF_ERROR(
@@ -144,21 +151,40 @@ class Interpreter {
       }
       return absl::OkStatus();
     }
+    if (info.kind == ir::StructInfo::Kind::kShape) return MatchShapeValues(info, v, what);
     if (!info.is_tensor()) return absl::OkStatus();
-    if (!v.is_tensor()) return absl::InvalidArgumentError(absl::StrCat(what, ": expected a tensor"));
+    if (!v.is_tensor())
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected a tensor"));
     const ir::NDArray& t = v.tensor();
     if (t.dtype != info.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": expected dtype ",
-                                                     info.dtype.ToString(), ", got ",
-                                                     t.dtype.ToString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": expected dtype ", info.dtype.ToString(), ", got ", t.dtype.ToString()));
     }
     if (info.ndim >= 0 && info.ndim != static_cast<int>(t.shape.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": expected rank ", info.ndim,
-                                                     ", got ", t.shape.size(), " (shape ",
-                                                     ShapeText(t.shape), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected rank ", info.ndim, ", got ",
+                                                     t.shape.size(), " (shape ", ShapeText(t.shape),
+                                                     ")"));
     }
     if (!info.shape) return absl::OkStatus();
     return MatchDims(*info.shape, t.shape, what);
+  }
+
+  // A shape travels as a 1-D i64 tensor; its values bind and check symbolic vars as dims do
+  // (match_cast of tensor_to_shape binds the values of a run-time tensor this way).
+  absl::Status MatchShapeValues(const ir::StructInfo& info, const Value& v,
+                                const std::string& what) {
+    if (!v.is_tensor() || v.tensor().shape.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected a shape"));
+    }
+    const ir::NDArray& t = v.tensor();
+    if (info.ndim >= 0 && info.ndim != t.shape[0]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": expected ", info.ndim, " values, got ", t.shape[0]));
+    }
+    if (!info.shape) return absl::OkStatus();
+    std::vector<int64_t> values(t.shape[0]);
+    for (int64_t i = 0; i < t.shape[0]; ++i) values[i] = t.GetInt(i);
+    return MatchDims(*info.shape, values, what);
   }
 
   absl::Status MatchDims(const std::vector<PrimExpr>& dims, const std::vector<int64_t>& actual,

@@ -28,6 +28,14 @@ absl::StatusOr<Value> ShapeOf(const ir::ExprNode& call, const std::vector<Value>
   return Value(std::move(out));
 }
 
+// The values of a small integer tensor as a 1-D i64 vector: how shapes travel here.
+absl::StatusOr<Value> TensorToShape(const ir::ExprNode& call, const std::vector<Value>& args) {
+  KILN_ASSIGN_OR_RETURN(const NDArray* t, TensorArg(call, args, 0));
+  NDArray out = NDArray::Zeros(DataType::Int(64), {t->num_elements()});
+  for (int64_t i = 0; i < t->num_elements(); ++i) out.data<int64_t>()[i] = t->GetInt(i);
+  return Value(std::move(out));
+}
+
 absl::StatusOr<Value> Size(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* x, TensorArg(call, args, 0));
   NDArray out = NDArray::Zeros(DataType::Int(64), {});
@@ -149,6 +157,7 @@ void RegisterTensorCreateKernels(KernelTable& table) {
   table["eye_like"] = EyeLike;
   table["trilu"] = Trilu;
   table["one_hot"] = OneHot;
+  table["tensor_to_shape"] = TensorToShape;
 }
 
 }  // namespace kiln::interp

@@ -79,8 +79,17 @@ inline constexpr char kOutputData[] = "kiln.output_data";           // (i) -> ha
 inline constexpr char kConstant[] = "kiln.constant";                // (k) -> handle to constant k
 inline constexpr char kAlloc[] = "kiln.alloc";                      // (bytes) -> handle
 inline constexpr char kFree[] = "kiln.free";                        // (handle) -> i32
-// Reports a shape mismatch through KilnEnv::shape_error: (is_output, index, dim, expected,
-// actual) -> i32. Used as an Assert's on_fail.
+// (handle, i) -> element i of the array at handle, whose element type is the call's dtype.
+inline constexpr char kReadElement[] = "kiln.read_element";
+inline constexpr char kOffset[] = "kiln.offset";  // (handle, bytes) -> handle `bytes` further on
+// Reports a shape mismatch through KilnEnv::shape_error: (kind, index, dim, expected,
+// actual) -> i32, kind as KILN_SHAPE_ERROR_* in kiln/artifact_abi.h. Used as an Assert's
+// on_fail.
+inline constexpr int kShapeErrorInput = 0;   // KILN_SHAPE_ERROR_INPUT
+inline constexpr int kShapeErrorOutput = 1;  // KILN_SHAPE_ERROR_OUTPUT
+inline constexpr int kShapeErrorBound = 2;   // KILN_SHAPE_ERROR_BOUND
+inline constexpr int kShapeErrorValue = 3;   // KILN_SHAPE_ERROR_VALUE
+inline constexpr int kShapeErrorNoData = 4;  // KILN_SHAPE_ERROR_NO_DATA
 inline constexpr char kShapeError[] = "kiln.shape_error";
 }  // namespace intrinsic
 

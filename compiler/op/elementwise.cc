@@ -98,6 +98,10 @@ absl::StatusOr<StructInfo> BroadcastInfos(const ir::ExprNode& call,
     if (!a->shape) shape.reset();
     if (!shape) continue;
     auto merged = BroadcastShapes(*shape, *a->shape, analyzer);
+    if (!merged.ok() && (DependsOnRuntimeValues(*shape) || DependsOnRuntimeValues(*a->shape))) {
+      shape.reset();  // dims from run-time values: the kernel checks them then
+      continue;
+    }
     if (!merged.ok()) return OpError(call, std::string(merged.status().message()));
     shape = *std::move(merged);
   }

@@ -116,6 +116,15 @@ bool IsClampOf(const PrimExpr& clamped, const PrimExpr& dim, const arith::Analyz
   return false;
 }
 
+static bool ContainsSelect(const PrimExpr& e) {
+  if (e->kind == arith::ExprKind::kSelect) return true;
+  return std::any_of(e->args.begin(), e->args.end(), ContainsSelect);
+}
+
+bool DependsOnRuntimeValues(const std::vector<PrimExpr>& dims) {
+  return std::any_of(dims.begin(), dims.end(), ContainsSelect);
+}
+
 absl::StatusOr<std::vector<PrimExpr>> BroadcastShapes(const std::vector<PrimExpr>& a,
                                                       const std::vector<PrimExpr>& b,
                                                       const arith::Analyzer& analyzer) {

@@ -52,6 +52,11 @@ bool HasAttr(const ir::Attrs& attrs, const std::string& name);
 // they agree, else as much as both share (dtype and rank).
 ir::StructInfo JoinStructInfo(const ir::StructInfo& a, const ir::StructInfo& b);
 
+// True when some dim is computed from tensor values read at run time (the importer writes
+// those with selects; see ImportContext::BindRuntimeValues): what shape inference cannot
+// prove about them is checked at run time instead.
+bool DependsOnRuntimeValues(const std::vector<arith::PrimExpr>& dims);
+
 // Broadcasts two shapes numpy-style: dims aligned from the right, 1 stretches. Symbolic dims
 // must be provably equal (or one of them 1), or one must be the other clamped to a constant
 // (min(seq, 64) against seq), which every valid input makes equal; the result is the unclamped.

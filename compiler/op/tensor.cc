@@ -99,7 +99,10 @@ absl::StatusOr<StructInfo> InferReshape(const ir::ExprNode& call, const arith::A
   if (!data->shape) return StructInfo::Tensor(target, data->dtype);
   PrimExpr in_size = DimProduct(*data->shape, analyzer);
   PrimExpr out_size = DimProduct(target, analyzer);
-  if (!analyzer.ProveEqual(in_size, out_size)) {
+  // A target computed from values read at run time is checked then, by a check the importer
+  // emits before the reshape (ImportContext::CheckAtRunTime).
+  bool checked = GetIntAttr(call.attrs, "checked_at_run_time", 0) != 0;
+  if (!analyzer.ProveEqual(in_size, out_size) && !checked) {
     return OpError(call, absl::StrCat("cannot reshape ", arith::ToString(in_size),
                                       " elements into ", arith::ToString(out_size)));
   }

@@ -32,6 +32,21 @@ absl::StatusOr<StructInfo> InferShape(const ir::ExprNode& call, const arith::Ana
   return StructInfo::Tensor({arith::IntImm(std::max<int64_t>(end - start, 0))}, DataType::Int(64));
 }
 
+// tensor_to_shape(t): the values of a small integer tensor (0-d or 1-D of static length) as a
+// Shape. Its values are unknown here; the importer binds them to fresh symbolic variables
+// with match_cast, so that shapes computed from run-time data stay symbolic.
+absl::StatusOr<StructInfo> InferTensorToShape(const ir::ExprNode& call, const arith::Analyzer&) {
+  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* t, TensorArg(call, 0));
+  if (!t->dtype.is_int()) return OpError(call, "argument 0 must be an integer tensor");
+  KILN_ASSIGN_OR_RETURN(int64_t n, ValueCount(call, 0));
+  if (n < 0) return OpError(call, "argument 0 must have a length known at compile time");
+  StructInfo out;
+  out.kind = StructInfo::Kind::kShape;
+  out.ndim = static_cast<int>(n);
+  return out;
+}
+
 absl::StatusOr<StructInfo> InferSize(const ir::ExprNode& call, const arith::Analyzer&) {
   if (call.args.size() != 1) return OpError(call, "expects 1 argument");
   KILN_RETURN_IF_ERROR(TensorArg(call, 0).status());
@@ -57,6 +72,19 @@ absl::StatusOr<int64_t> ConstantRangeLength(const ir::ExprNode& call) {
 
 // range(start, limit, delta) {dtype}: the length is known when the scalars are constants,
 // or symbolic integers with a constant delta.
+// ceil((limit - start) / delta), at least 0, for a delta only known at run time (a value the
+// importer bound, which may be negative): a select on its sign, each side dividing by a
+// positive amount (max(.., 1) only guards delta = 0, which the importer checks at run time).
+PrimExpr RuntimeRangeLength(const PrimExpr& start, const PrimExpr& limit, const PrimExpr& delta) {
+  PrimExpr one = arith::IntImm(1);
+  PrimExpr up = arith::FloorDiv(limit - start + delta - one, arith::Max(delta, one));
+  PrimExpr down =
+      arith::FloorDiv(start - limit - delta - one, arith::Max(arith::IntImm(0) - delta, one));
+  PrimExpr n =
+      arith::Select(arith::Binary(arith::ExprKind::kGT, delta, arith::IntImm(0)), up, down);
+  return arith::Max(n, arith::IntImm(0));
+}
+
 absl::StatusOr<StructInfo> InferRange(const ir::ExprNode& call, const arith::Analyzer& an) {
   if (call.args.size() != 3) return OpError(call, "expects start, limit and delta");
   KILN_ASSIGN_OR_RETURN(DataType dtype, DTypeAttr(call, "dtype"));
@@ -68,6 +96,12 @@ absl::StatusOr<StructInfo> InferRange(const ir::ExprNode& call, const arith::Ana
   }
   auto start = KnownValues(call.args[0]), limit = KnownValues(call.args[1]);
   auto delta = KnownInts(call.args[2]);
+  auto symbolic_delta = KnownValues(call.args[2]);
+  if (start && limit && !delta && symbolic_delta && start->size() == 1 && limit->size() == 1 &&
+      symbolic_delta->size() == 1 && dtype.is_int()) {
+    return StructInfo::Tensor({RuntimeRangeLength((*start)[0], (*limit)[0], (*symbolic_delta)[0])},
+                              dtype);
+  }
   if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 ||
       delta->size() != 1 || (*delta)[0] == 0) {
     return StructInfo::TensorRank(1, dtype);
@@ -144,7 +178,7 @@ std::vector<OpDef> TensorCreateOps() {
       {"shape", InferShape},      {"size", InferSize},
       {"range", InferRange},      {"constant_of_shape", InferConstantOfShape},
       {"eye_like", InferEyeLike}, {"trilu", InferTrilu},
-      {"one_hot", InferOneHot},
+      {"one_hot", InferOneHot},   {"tensor_to_shape", InferTensorToShape},
   };
 }
 

@@ -17,6 +17,7 @@
 // still sums k in order, one block after another, as the interpreter does.
 #include "compiler/arith/check.h"
 #include "compiler/schedule/rules.h"
+#include "compiler/schedule/schedule_util.h"
 
 namespace kiln::schedule {
 namespace {
@@ -51,8 +52,6 @@ struct Matmul {
   Buffer c;
   PrimExpr a_load, b_load;  // A[.., i, k] and B[.., k, j]
 };
-
-bool IsVar(const PrimExpr& e, const PrimExpr& var) { return e.get() == var.get(); }
 
 bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
   for (const PrimExpr& v : arith::FreeVars(e)) {
@@ -108,25 +107,7 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
   return m;
 }
 
-PrimExpr I(int64_t v) { return arith::IntImm(v); }
-PrimExpr Lt(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kLT, a, b); }
 PrimExpr And(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kAnd, a, b); }
-PrimExpr CeilDiv(PrimExpr a, int64_t b) { return arith::FloorDiv(a + I(b - 1), I(b)); }
-
-// `e` with each variable in `from` replaced by the expression at the same place in `to`.
-PrimExpr Replace(const PrimExpr& e, const std::vector<PrimExpr>& from,
-                 const std::vector<PrimExpr>& to) {
-  return arith::Substitute(e, [&](const PrimExpr& x) -> PrimExpr {
-    for (size_t v = 0; v < from.size(); ++v) {
-      if (x.get() == from[v].get()) return to[v];
-    }
-    return nullptr;
-  });
-}
-
-Stmt Loop(const PrimExpr& var, PrimExpr extent, ForKind kind, Stmt body) {
-  return ir::For(var, I(0), std::move(extent), kind, std::move(body));
-}
 
 class MatmulTiler {
  public:

@@ -1,10 +1,12 @@
 #include "compiler/transform/legalize.h"
 
 #include <map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/analyzer.h"
 #include "compiler/arith/check.h"
+#include "compiler/ir/stmt_functor.h"
 #include "compiler/transform/legalize_kernels.h"
 
 namespace kiln::transform {
@@ -66,18 +68,26 @@ absl::StatusOr<std::vector<Buffer>> OutputBuffers(const ir::ExprNode& call) {
   return outs;
 }
 
-// The symbolic variables a kernel's buffer shapes use, each once: its scalar parameters.
-std::vector<PrimExpr> ShapeVars(const std::vector<Buffer>& buffers) {
+// The kernel's scalar parameters, each once: the symbolic variables of its buffer shapes,
+// then any other free variable of its body (a graph value used in the computation, such as
+// the start of a range that begins at a cache's length).
+std::vector<PrimExpr> KernelScalars(const std::vector<Buffer>& buffers, const Stmt& body) {
   std::vector<PrimExpr> vars;
+  std::unordered_set<const arith::ExprNode*> seen;
+  auto add = [&](const PrimExpr& v) {
+    if (seen.insert(v.get()).second) vars.push_back(v);
+  };
   for (const Buffer& b : buffers) {
     for (const PrimExpr& d : b->shape) {
-      for (const PrimExpr& v : arith::FreeVars(d)) {
-        bool seen = false;
-        for (const PrimExpr& u : vars) seen |= u == v;
-        if (!seen) vars.push_back(v);
-      }
+      for (const PrimExpr& v : arith::FreeVars(d)) add(v);
     }
   }
+  ir::VisitStmts(body, [&](const ir::StmtNode& s) {
+    if (s.kind == ir::StmtKind::kFor || s.kind == ir::StmtKind::kLet) seen.insert(s.var.get());
+  });
+  ir::VisitExprs(body, [&](const PrimExpr& e) {
+    if (e->kind == arith::ExprKind::kVar) add(e);
+  });
   return vars;
 }
 
@@ -90,6 +100,8 @@ class Legalizer {
       for (ir::Binding& binding : block.bindings) {
         const ir::Expr& value = binding.value;
         if (value->kind != ir::ExprKind::kCall || value->name == "call_tir") continue;
+        // Reads shape values for the host (lower_host.cc), no kernel.
+        if (value->name == "tensor_to_shape") continue;
         KILN_ASSIGN_OR_RETURN(binding.value, LegalizeCall(*value));
       }
     }
@@ -115,7 +127,7 @@ class Legalizer {
     kernel.name = FreshKernelName(call.name);
     kernel.buffers = inputs;
     kernel.buffers.insert(kernel.buffers.end(), outs.begin(), outs.end());
-    kernel.scalars = ShapeVars(kernel.buffers);
+    kernel.scalars = KernelScalars(kernel.buffers, body);
     kernel.body = body;
     module_.prim_funcs.emplace(kernel.name, kernel);
     return ir::MakeCallTIR(kernel.name, tensor_args, call.struct_info);

@@ -198,8 +198,9 @@ PrimExpr ScalarOp(const std::string& op, const std::vector<PrimExpr>& x, DataTyp
                                                           {"and", ExprKind::kAnd},
                                                           {"or", ExprKind::kOr},
                                                           {"xor", ExprKind::kNE}};
-  static const std::set<std::string> kFloatMath = {"sqrt", "log", "floor", "ceil",
-                                                   "erf",  "exp", "tanh",  "sigmoid"};
+  static const std::set<std::string> kFloatMath = {
+      "sqrt", "log",  "floor", "ceil", "erf",  "exp",  "tanh",  "sigmoid", "sin",  "cos",
+      "tan",  "asin", "acos",  "atan", "sinh", "cosh", "asinh", "acosh",   "atanh"};
   DataType t = x[0]->dtype;
   if (auto it = kBinary.find(op); it != kBinary.end() && x.size() == 2) {
     return arith::Binary(it->second, x[0], x[1]);
@@ -373,6 +374,17 @@ void RegisterElementwiseKernelBuilders(KernelBuilderTable& table) {
                          "exp",
                          "tanh",
                          "sigmoid",
+                         "sin",
+                         "cos",
+                         "tan",
+                         "asin",
+                         "acos",
+                         "atan",
+                         "sinh",
+                         "cosh",
+                         "asinh",
+                         "acosh",
+                         "atanh",
                          "cast",
                          "prelu",
                          "sign",

@@ -276,6 +276,11 @@ bool IdentityAxis(const ResizeParams& p, const std::optional<double>& scale) {
 // loads from its input buffer at run time; nullopt when it is neither.
 std::optional<std::vector<PrimExpr>> FloatValues(const KernelContext& k, size_t i, size_t count) {
   std::vector<PrimExpr> values;
+  if (k.call.args[i]->kind == ir::ExprKind::kShapeExpr) {  // sizes read at run time
+    if (k.call.args[i]->values.size() != count) return std::nullopt;
+    for (const PrimExpr& v : k.call.args[i]->values) values.push_back(ToF64(v));
+    return values;
+  }
   if (auto constant = FloatsOperand(k.call, i)) {
     if (constant->size() != count) return std::nullopt;
     for (double v : *constant) values.push_back(F64(v));

@@ -23,9 +23,7 @@ using ir::Stmt;
 
 const DataType kF64 = DataType::Float(64);
 
-PrimExpr F64(double v) { return arith::FloatImm(v, kF64); }
 PrimExpr ToF64(PrimExpr v) { return v->dtype == kF64 ? v : arith::Cast(kF64, v); }
-PrimExpr CastTo(DataType t, PrimExpr v) { return v->dtype == t ? v : arith::Cast(t, v); }
 PrimExpr Div(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kDiv, a, b); }
 
 // A 1-element double scratch buffer holding one running value.
@@ -67,9 +65,9 @@ struct Loss {
     return arith::Binary(ExprKind::kEQ, Class(tidx), arith::IntImm(ignore));
   }
   PrimExpr Weight(const Indices& tidx) const {
-    PrimExpr w = weight ? ToF64(arith::Load(*weight, {SafeClass(tidx)})) : F64(1);
+    PrimExpr w = weight ? ToF64(arith::Load(*weight, {SafeClass(tidx)})) : DoubleImm(1);
     PrimExpr ignored = Ignored(tidx);
-    return ignored ? arith::Select(ignored, F64(0), w) : w;
+    return ignored ? arith::Select(ignored, DoubleImm(0), w) : w;
   }
 };
 
@@ -91,11 +89,11 @@ absl::StatusOr<Loss> ReadLoss(const KernelContext& k) {
 using Score = std::function<PrimExpr(const Indices&, PrimExpr)>;
 Stmt ReduceLoss(const Loss& l, const Buffer& out, const Score& score) {
   auto element = [&](const Indices& tidx) {
-    return F64(0) - score(tidx, l.SafeClass(tidx)) * l.Weight(tidx);
+    return DoubleImm(0) - score(tidx, l.SafeClass(tidx)) * l.Weight(tidx);
   };
   if (l.reduction == "none") {
     return LoopNest(l.target->shape, "i", [&](const Indices& tidx) {
-      return ir::Store(out, tidx, CastTo(out->dtype, element(tidx)));
+      return ir::Store(out, tidx, CastIfNeeded(out->dtype, element(tidx)));
     });
   }
   Scalar sum("loss_sum"), weights("weight_sum");
@@ -104,8 +102,8 @@ Stmt ReduceLoss(const Loss& l, const Buffer& out, const Score& score) {
         {sum.set(sum.get() + element(tidx)), weights.set(weights.get() + l.Weight(tidx))});
   });
   PrimExpr result = l.reduction == "sum" ? sum.get() : Div(sum.get(), weights.get());
-  Stmt body = ir::Seq({sum.set(F64(0)), weights.set(F64(0)), accumulate,
-                       ir::Store(out, {}, CastTo(out->dtype, result))});
+  Stmt body = ir::Seq({sum.set(DoubleImm(0)), weights.set(DoubleImm(0)), accumulate,
+                       ir::Store(out, {}, CastIfNeeded(out->dtype, result))});
   return ir::Allocate(sum.buf, ir::Allocate(weights.buf, body));
 }
 
@@ -130,13 +128,13 @@ Stmt LogSoftmaxAxis1(const Buffer& x, const Buffer& log_prob) {
     PrimExpr v = ToF64(arith::Load(x, ClassIndex(line, c)));
     PrimExpr shifted = v - max.get();
     Stmt body = ir::Seq({
-        max.set(F64(-INFINITY)),
+        max.set(DoubleImm(-INFINITY)),
         over_classes(max.set(arith::Max(max.get(), v))),
-        sum.set(F64(0)),
+        sum.set(DoubleImm(0)),
         over_classes(sum.set(sum.get() + arith::Call(kF64, "exp", {shifted}))),
-        over_classes(
-            ir::Store(log_prob, ClassIndex(line, c),
-                      CastTo(log_prob->dtype, shifted - arith::Call(kF64, "log", {sum.get()})))),
+        over_classes(ir::Store(
+            log_prob, ClassIndex(line, c),
+            CastIfNeeded(log_prob->dtype, shifted - arith::Call(kF64, "log", {sum.get()})))),
     });
     return ir::Allocate(max.buf, ir::Allocate(sum.buf, body));
   });

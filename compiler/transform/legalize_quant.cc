@@ -23,9 +23,6 @@ using ir::Stmt;
 
 const DataType kF64 = DataType::Float(64);
 
-PrimExpr F64(double v) { return arith::FloatImm(v, kF64); }
-PrimExpr CastTo(DataType t, PrimExpr v) { return v->dtype == t ? v : arith::Cast(t, v); }
-
 absl::Status Unimplemented(const KernelContext& k, const std::string& why) {
   return absl::UnimplementedError(absl::StrCat("op ", k.call.name, ": ", why));
 }
@@ -53,10 +50,10 @@ absl::StatusOr<Stmt> QuantizeBody(const KernelContext& k) {
   if (!out_t.is_int()) return Unimplemented(k, "only integer results are compiled");
   return Compute(k.out, [&](const Indices& idx) {
     PrimExpr pos = *AxisPosition(k, x, idx);
-    PrimExpr q =
-        arith::Binary(ExprKind::kDiv, arith::Load(x, idx), CastTo(x->dtype, ParamAt(scale, pos)));
-    PrimExpr v = arith::Call(kF64, "round", {CastTo(kF64, q)});
-    if (zp) v = v + CastTo(kF64, ParamAt(*zp, pos));
+    PrimExpr q = arith::Binary(ExprKind::kDiv, arith::Load(x, idx),
+                               CastIfNeeded(x->dtype, ParamAt(scale, pos)));
+    PrimExpr v = arith::Call(kF64, "round", {CastIfNeeded(kF64, q)});
+    if (zp) v = v + CastIfNeeded(kF64, ParamAt(*zp, pos));
     return arith::Cast(out_t, Saturate(v, out_t));
   });
 }
@@ -68,9 +65,9 @@ absl::StatusOr<Stmt> DequantizeBody(const KernelContext& k) {
   KILN_RETURN_IF_ERROR(AxisPosition(k, x, Indices(x->shape.size(), arith::IntImm(0))).status());
   return Compute(k.out, [&](const Indices& idx) {
     PrimExpr pos = *AxisPosition(k, x, idx);
-    PrimExpr centered = CastTo(kF64, arith::Load(x, idx));
-    if (zp) centered = centered - CastTo(kF64, ParamAt(*zp, pos));
-    return CastTo(k.out->dtype, centered * CastTo(kF64, ParamAt(scale, pos)));
+    PrimExpr centered = CastIfNeeded(kF64, arith::Load(x, idx));
+    if (zp) centered = centered - CastIfNeeded(kF64, ParamAt(*zp, pos));
+    return CastIfNeeded(k.out->dtype, centered * CastIfNeeded(kF64, ParamAt(scale, pos)));
   });
 }
 
@@ -93,8 +90,8 @@ PrimExpr LoadCentered(const MatmulOperand& m, const Indices& batch, PrimExpr row
     bool bcast = d + 2 < m.buf->shape.size() && m.buf->shape[d]->is_const_int(1);
     own.push_back(bcast ? arith::IntImm(0) : at[offset + d]);
   }
-  PrimExpr v = CastTo(acc_t, arith::Load(m.buf, own));
-  if (m.zero_point) v = v - CastTo(acc_t, ParamAt(*m.zero_point, slice));
+  PrimExpr v = CastIfNeeded(acc_t, arith::Load(m.buf, own));
+  if (m.zero_point) v = v - CastIfNeeded(acc_t, ParamAt(*m.zero_point, slice));
   return v;
 }
 
@@ -129,8 +126,8 @@ absl::StatusOr<Stmt> IntegerMatmul(const KernelContext& k, const MatmulOperand& 
 
 absl::StatusOr<Stmt> MatmulIntegerBody(const KernelContext& k) {
   MatmulOperand a{k.inputs[0], OptionalInput(k, 2)}, b{k.inputs[1], OptionalInput(k, 3)};
-  return IntegerMatmul(k, a, b,
-                       [&](PrimExpr acc, PrimExpr, PrimExpr) { return CastTo(k.out->dtype, acc); });
+  return IntegerMatmul(
+      k, a, b, [&](PrimExpr acc, PrimExpr, PrimExpr) { return CastIfNeeded(k.out->dtype, acc); });
 }
 
 // qlinear_matmul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp): the integer product
@@ -142,9 +139,11 @@ absl::StatusOr<Stmt> QLinearMatmulBody(const KernelContext& k) {
   DataType out_t = k.out->dtype;
   return IntegerMatmul(k, a, b, [&](PrimExpr acc, PrimExpr row, PrimExpr col) {
     PrimExpr scale = arith::Binary(
-        ExprKind::kDiv, CastTo(kF64, ParamAt(t[1], row)) * CastTo(kF64, ParamAt(t[4], col)),
-        CastTo(kF64, ParamAt(t[6], arith::IntImm(0))));
-    PrimExpr v = CastTo(kF64, acc) * scale + CastTo(kF64, ParamAt(t[7], arith::IntImm(0)));
+        ExprKind::kDiv,
+        CastIfNeeded(kF64, ParamAt(t[1], row)) * CastIfNeeded(kF64, ParamAt(t[4], col)),
+        CastIfNeeded(kF64, ParamAt(t[6], arith::IntImm(0))));
+    PrimExpr v =
+        CastIfNeeded(kF64, acc) * scale + CastIfNeeded(kF64, ParamAt(t[7], arith::IntImm(0)));
     return arith::Cast(out_t, Saturate(v, out_t));
   });
 }

@@ -164,6 +164,7 @@ void RegisterTensorKernelBuilders(KernelBuilderTable& table) {
   table["slice"] = SliceBody;
   table["pad"] = PadBody;
   RegisterTensorIndexKernelBuilders(table);
+  RegisterEinsumKernelBuilders(table);
   RegisterScatterKernelBuilders(table);
 }
 

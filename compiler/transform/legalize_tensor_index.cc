@@ -1,6 +1,8 @@
 // Index operators (gather, gather_elements) and tensor makers (trilu, eye_like, one_hot,
-// range, constant_of_shape), following the reference kernels in interp/tensor_index.cc and
-// interp/tensor_create.cc.
+// range, constant_of_shape, shape and size as data), following the reference kernels in
+// interp/tensor_index.cc and interp/tensor_create.cc.
+#include <algorithm>
+
 #include "compiler/op/op_def.h"
 #include "compiler/transform/legalize_tensor_util.h"
 
@@ -102,6 +104,29 @@ Stmt ConstantOfShapeBody(const KernelContext& k) {
   return Compute(k.out, [&](const Indices&) { return value; });
 }
 
+// shape(x) used as data: each element is one of x's (symbolic) extents, which are the
+// kernel's scalar parameters. The output's length is static, so one store per element.
+Stmt ShapeBody(const KernelContext& k) {
+  const Buffer& in = k.inputs[0];
+  int64_t rank = in->shape.size();
+  auto clamp = [rank](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  int64_t start = clamp(op::GetIntAttr(k.call.attrs, "start", 0));
+  int64_t end = std::max(start, clamp(op::GetIntAttr(k.call.attrs, "end", rank)));
+  std::vector<Stmt> stores;
+  for (int64_t d = start; d < end; ++d) {
+    stores.push_back(
+        ir::Store(k.out, {arith::IntImm(d - start)}, arith::Cast(k.out->dtype, in->shape[d])));
+  }
+  return ir::Seq(stores);
+}
+
+// size(x): the product of x's extents, a 0-d i64.
+Stmt SizeBody(const KernelContext& k) {
+  PrimExpr n = arith::IntImm(1);
+  for (const PrimExpr& d : k.inputs[0]->shape) n = n * d;
+  return ir::Store(k.out, {}, arith::Cast(k.out->dtype, k.analyzer.Simplify(n)));
+}
+
 }  // namespace
 
 void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table) {
@@ -122,6 +147,8 @@ void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table) {
   table["one_hot"] = always(OneHotBody);
   table["range"] = always(RangeBody);
   table["constant_of_shape"] = always(ConstantOfShapeBody);
+  table["shape"] = always(ShapeBody);
+  table["size"] = always(SizeBody);
 }
 
 }  // namespace kiln::transform

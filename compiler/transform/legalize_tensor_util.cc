@@ -74,4 +74,10 @@ PrimExpr Saturate(PrimExpr v, arith::DataType t) {
   return arith::Min(arith::Max(rounded, arith::FloatImm(lo, f64)), arith::FloatImm(hi, f64));
 }
 
+arith::PrimExpr DoubleImm(double v) { return arith::FloatImm(v, arith::DataType::Float(64)); }
+
+arith::PrimExpr CastIfNeeded(arith::DataType t, arith::PrimExpr v) {
+  return v->dtype == t ? v : arith::Cast(t, v);
+}
+
 }  // namespace kiln::transform

@@ -29,10 +29,15 @@ arith::PrimExpr WrapIndex(arith::PrimExpr index, arith::PrimExpr dim);
 // A per-tensor or per-slice quantization parameter at slice `pos`, as the reference's
 // ParamAt: a parameter of one element is read at 0 whatever its rank.
 arith::PrimExpr ParamAt(const arith::Buffer& p, arith::PrimExpr pos);
+// A double constant, for kernels that compute in double as the reference does.
+arith::PrimExpr DoubleImm(double v);
+// v converted to type t, without a cast when it has that type already.
+arith::PrimExpr CastIfNeeded(arith::DataType t, arith::PrimExpr v);
 // v (a double) rounded half to even, then clamped to the range of integer type t.
 arith::PrimExpr Saturate(arith::PrimExpr v, arith::DataType t);
 
 void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table);  // legalize_tensor_index.cc
 void RegisterScatterKernelBuilders(KernelBuilderTable& table);      // legalize_scatter.cc
+void RegisterEinsumKernelBuilders(KernelBuilderTable& table);       // legalize_einsum.cc
 
 }  // namespace kiln::transform

@@ -1,12 +1,15 @@
 #include "compiler/transform/lower_host.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "compiler/arith/analyzer.h"
 #include "compiler/arith/check.h"
+#include "compiler/transform/plan_memory.h"
 
 namespace kiln::transform {
 
@@ -25,17 +28,24 @@ PrimExpr HostCall(DataType dtype, const char* name, std::vector<PrimExpr> args) 
 }
 
 // A straight-line host program under construction. `Let` scopes everything emitted after it,
-// so the program is kept flat and nested only when it is finished.
+// so the program is kept flat and nested only when it is finished. A Let's value may be set
+// later (workspace offsets are known only once every lifetime is), or the Let dropped.
 class HostProgram {
  public:
-  void Let(PrimExpr var, PrimExpr value) { items_.push_back({var, value, nullptr}); }
+  size_t Let(PrimExpr var, PrimExpr value) {
+    items_.push_back({var, value, nullptr});
+    return items_.size() - 1;
+  }
   void Emit(Stmt stmt) { items_.push_back({nullptr, nullptr, stmt}); }
+  void SetLetValue(size_t item, PrimExpr value) { items_[item].value = std::move(value); }
+  void DropLet(size_t item) { items_[item].dropped = true; }
 
   Stmt Finish() const {
     std::vector<Stmt> tail;
     Stmt body = ir::Seq({});
     for (size_t i = items_.size(); i-- > 0;) {
       const Item& item = items_[i];
+      if (item.dropped) continue;
       if (item.stmt) {
         tail.insert(tail.begin(), item.stmt);
         continue;
@@ -50,6 +60,7 @@ class HostProgram {
   struct Item {
     PrimExpr var, value;
     Stmt stmt;
+    bool dropped = false;
   };
   std::vector<Item> items_;
 };
@@ -60,7 +71,8 @@ struct TensorShape {
 
 class HostLowering {
  public:
-  HostLowering(ir::IRModule& module, const ir::Function& func) : module_(module), func_(func) {
+  HostLowering(ir::IRModule& module, const ir::Function& func, ir::PassContext& context)
+      : module_(module), func_(func), context_(context) {
     if (func.result->kind == ir::ExprKind::kTuple) {
       outputs_ = func.result->args;
     } else {
@@ -70,7 +82,9 @@ class HostLowering {
 
   absl::Status Run() {
     KILN_RETURN_IF_ERROR(CheckShapesKnown());
+    KILN_RETURN_IF_ERROR(CollectInputValueVars());
     KILN_RETURN_IF_ERROR(CheckAllVarsBindable());
+    KILN_RETURN_IF_ERROR(BindUserBounds());
     module_.prim_funcs.emplace("kiln_infer_shapes", HostFunc("kiln_infer_shapes", InferShapes()));
     KILN_ASSIGN_OR_RETURN(Stmt run, RunBody());
     module_.prim_funcs.emplace("kiln_run", HostFunc("kiln_run", run));
@@ -114,7 +128,7 @@ class HostLowering {
     for (const ir::Expr& e : outputs_) {
       for (const PrimExpr& d : *e->struct_info.shape) {
         for (const PrimExpr& v : arith::FreeVars(d)) {
-          if (!binder_.count(v.get())) {
+          if (!binder_.count(v.get()) && !IsValueVar(v)) {
             return absl::InvalidArgumentError(absl::StrCat("symbolic dim ", v->name, " of output ",
                                                            e->name, " is not an input dim"));
           }
@@ -124,8 +138,134 @@ class HostLowering {
     return absl::OkStatus();
   }
 
+  // Symbolic vars bound to the values of a small integer tensor (match_cast of
+  // tensor_to_shape, made by the importer for a reshape target, say). Host code reads them
+  // from the tensor's data before anything else runs, so that the workspace can be sized from
+  // them: the tensor must be a graph input. Values computed by kernels would have to be read
+  // between kernel calls; not supported yet.
+  absl::Status CollectInputValueVars() {
+    for (const ir::BindingBlock& block : func_.blocks) {
+      for (const ir::Binding& b : block.bindings) {
+        if (!IsTensorToShape(b)) continue;
+        const ir::Expr& tensor = b.value->args[0];
+        auto param = std::find(func_.params.begin(), func_.params.end(), tensor);
+        if (param == func_.params.end()) {
+          return absl::UnimplementedError(absl::StrCat(
+              "binding %", b.var->name, " reads the values of %", tensor->name,
+              ", which is computed at run time; only values of graph inputs are compiled yet"));
+        }
+        const auto& vars = *b.var->struct_info.shape;
+        for (size_t k = 0; k < vars.size(); ++k) {
+          KILN_CHECK(vars[k]->kind == ExprKind::kVar) << "tensor_to_shape binds " << vars[k];
+          value_binder_.push_back({vars[k], static_cast<size_t>(param - func_.params.begin()), k,
+                                   tensor->struct_info.dtype});
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  bool IsValueVar(const PrimExpr& var) const {
+    return std::any_of(value_binder_.begin(), value_binder_.end(),
+                       [&](const InputValue& v) { return v.var == var; });
+  }
+
+  // `%c: Shape([expected]) = match_cast(shape([actual]), ...)`: a constraint on run-time
+  // values that shape inference assumed (ImportContext::CheckAtRunTime).
+  static bool IsValueCheck(const ir::Binding& b) {
+    return b.match_cast && b.value->kind == ir::ExprKind::kShapeExpr &&
+           b.var->struct_info.kind == ir::StructInfo::Kind::kShape && b.var->struct_info.shape;
+  }
+
+  // Checks each constraint right after the values are bound, before any shape built on them
+  // is used, and reports it against the input whose values break it.
+  void CheckValueConstraints(HostProgram& p) const {
+    for (const ir::BindingBlock& block : func_.blocks) {
+      for (const ir::Binding& b : block.bindings) {
+        if (!IsValueCheck(b)) continue;
+        const auto& expected = *b.var->struct_info.shape;
+        for (size_t k = 0; k < expected.size(); ++k) {
+          const PrimExpr& actual = b.value->values[k];
+          PrimExpr report = HostCall(DataType::Int(32), intrinsic::kShapeError,
+                                     {I32(intrinsic::kShapeErrorValue), I32(InputOfValues(actual)),
+                                      I32(-1), expected[k], actual});
+          p.Emit(ir::Assert(arith::Binary(ExprKind::kEQ, actual, expected[k]), report));
+        }
+      }
+    }
+  }
+
+  // The input whose values `e` reads, or -1.
+  int64_t InputOfValues(const PrimExpr& e) const {
+    for (const PrimExpr& var : arith::FreeVars(e)) {
+      for (const InputValue& v : value_binder_) {
+        if (v.var == var) return static_cast<int64_t>(v.input);
+      }
+    }
+    return -1;
+  }
+
+  static bool IsTensorToShape(const ir::Binding& b) {
+    return b.match_cast && b.value->kind == ir::ExprKind::kCall &&
+           b.value->name == "tensor_to_shape" && b.var->struct_info.shape;
+  }
+
+  // Lets each value var be its element of the input's data. kiln_infer_shapes therefore
+  // needs the data of such inputs too (kiln/artifact_abi.h): NULL data is reported.
+  void BindInputValues(HostProgram& p) const {
+    std::set<size_t> inputs;
+    for (const InputValue& v : value_binder_) inputs.insert(v.input);
+    for (size_t i : inputs) {
+      PrimExpr data = HostCall(DataType::Handle(), intrinsic::kInputData, {I32(i)});
+      PrimExpr report = HostCall(
+          DataType::Int(32), intrinsic::kShapeError,
+          {I32(intrinsic::kShapeErrorNoData), I32(i), I32(-1), arith::IntImm(0), arith::IntImm(0)});
+      p.Emit(ir::Assert(arith::Cast(DataType::Bool(), data), report));
+    }
+    for (const InputValue& v : value_binder_) {
+      PrimExpr data = HostCall(DataType::Handle(), intrinsic::kInputData, {I32(v.input)});
+      PrimExpr element = HostCall(v.dtype, intrinsic::kReadElement,
+                                  {data, arith::IntImm(static_cast<int64_t>(v.element))});
+      p.Let(v.var, arith::Cast(DataType::Int(), element));
+    }
+  }
+
+  // `kiln compile --dim-bound seq=4096`: the planner may size storage for seq <= 4096, so
+  // the host checks that bound before anything runs.
+  absl::Status BindUserBounds() {
+    for (const auto& [name, bound] : context_.dim_bounds) {
+      const arith::ExprNode* var = nullptr;
+      std::vector<std::string> known;
+      for (const auto& [v, at] : binder_) {
+        known.push_back(v->name);
+        if (v->name == name) var = v;
+      }
+      if (var == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("dim bound '", name, "' names no symbolic dimension of the inputs (",
+                         known.empty() ? "the model has none" : absl::StrJoin(known, ", "), ")"));
+      }
+      if (bound < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("dim bound '", name, "' is negative: ", bound));
+      }
+      bounded_.push_back({var, bound});
+    }
+    for (const auto& [var, bound] : bounded_) {
+      for (const auto& [v, at] : binder_) {
+        if (v == var) analyzer_.Bind(BinderVar(at), {0, bound});
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The var object bound from input dim `at`.
+  const PrimExpr& BinderVar(std::pair<size_t, size_t> at) const {
+    return (*func_.params[at.first]->struct_info.shape)[at.second];
+  }
+
   // Binds each symbolic var from the first input dim that is exactly it, then checks every
-  // other input dim against what the model says it must be.
+  // other input dim against what the model says it must be, and every var against its bound.
   void BindAndCheckInputs(HostProgram& p) const {
     std::set<std::pair<size_t, size_t>> binding_dims;
     for (const auto& [var, at] : binder_) binding_dims.insert(at);
@@ -143,10 +283,22 @@ class HostLowering {
       for (size_t d = 0; d < dims.size(); ++d) {
         if (binding_dims.count({i, d})) continue;
         PrimExpr actual = HostCall(DataType::Int(), intrinsic::kInputShape, {I32(i), I32(d)});
-        p.Emit(CheckDim(0, i, d, dims[d], actual));
+        p.Emit(CheckDim(intrinsic::kShapeErrorInput, i, d, dims[d], actual));
       }
     }
+    BindInputValues(p);
+    CheckValueConstraints(p);
+    for (const auto& [var, bound] : bounded_) {
+      auto [i, d] = binder_.at(var);
+      PrimExpr report = HostCall(
+          DataType::Int(32), intrinsic::kShapeError,
+          {I32(intrinsic::kShapeErrorBound), I32(i), I32(d), arith::IntImm(bound), InputDim(i, d)});
+      p.Emit(
+          ir::Assert(arith::Binary(ExprKind::kLE, InputDim(i, d), arith::IntImm(bound)), report));
+    }
   }
+
+  PrimExpr InputDim(size_t i, size_t d) const { return (*func_.params[i]->struct_info.shape)[d]; }
 
   static Stmt CheckDim(int is_output, size_t index, size_t dim, PrimExpr expected,
                        PrimExpr actual) {
@@ -175,7 +327,7 @@ class HostLowering {
       const auto& dims = *outputs_[i]->struct_info.shape;
       for (size_t d = 0; d < dims.size(); ++d) {
         PrimExpr actual = HostCall(DataType::Int(), intrinsic::kOutputShape, {I32(i), I32(d)});
-        p.Emit(CheckDim(1, i, d, dims[d], actual));
+        p.Emit(CheckDim(intrinsic::kShapeErrorOutput, i, d, dims[d], actual));
       }
     }
     for (size_t i = 0; i < func_.params.size(); ++i) {
@@ -193,10 +345,12 @@ class HostLowering {
   }
 
   // Calls each kernel in order. This is where memory is managed: each result of a kernel call
-  // (every field of a tuple result) that is not a graph output gets workspace (kiln.alloc)
-  // right before the call that produces it, and gives it back (kiln.free) right after the
-  // last binding that uses it or any TupleGetItem of it.
+  // (every field of a tuple result) that is not a graph output lives in the workspace, from
+  // the call that produces it to the last binding that uses it or any TupleGetItem of it.
+  // Once every lifetime is known, the planner packs them into one workspace, allocated once.
   absl::Status EmitBindings(HostProgram& p) {
+    PrimExpr workspace = arith::MakeVar("workspace", DataType::Handle());
+    size_t workspace_let = p.Let(workspace, nullptr);
     std::vector<const ir::Binding*> bindings;
     for (const ir::BindingBlock& block : func_.blocks) {
       for (const ir::Binding& b : block.bindings) bindings.push_back(&b);
@@ -211,8 +365,10 @@ class HostLowering {
       }
     }
     for (size_t i = 0; i < bindings.size(); ++i) {
+      binding_index_ = i;
       const ir::Binding& b = *bindings[i];
       const ir::ExprNode& value = *b.value;
+      if (IsTensorToShape(b) || IsValueCheck(b)) continue;  // done with the inputs
       if (value.kind == ir::ExprKind::kTupleGetItem) {
         KILN_RETURN_IF_ERROR(AliasTupleField(b));
       } else if (value.kind == ir::ExprKind::kCall && value.name == "call_tir") {
@@ -221,9 +377,41 @@ class HostLowering {
         return absl::UnimplementedError(absl::StrCat(
             "binding %", b.var->name, " is not a kernel call; only kernel calls are compiled yet"));
       }
-      FreeStoragesLastUsedAt(p, i);
     }
+    PlaceInWorkspace(p, workspace, workspace_let);
     return absl::OkStatus();
+  }
+
+  // A size at the user's bounds when they bound it, else its formula.
+  PrimExpr AtBounds(const PrimExpr& bytes) const {
+    arith::IntBounds bounds = analyzer_.ConstBounds(bytes);
+    if (bounds.max == std::numeric_limits<int64_t>::max()) return bytes;
+    return arith::IntImm(bounds.max);
+  }
+
+  void PlaceInWorkspace(HostProgram& p, const PrimExpr& workspace, size_t workspace_let) {
+    std::vector<Lifetime> lifetimes;
+    std::vector<const Storage*> placed;
+    for (const Storage& s : storages_) {
+      if (!s.intermediate) continue;
+      lifetimes.push_back({s.bytes, s.first_use, s.last_use});
+      placed.push_back(&s);
+    }
+    MemoryPlan plan = PlanMemory(lifetimes, analyzer_);
+    context_.workspace_bytes = AtBounds(plan.workspace_bytes);
+    context_.no_reuse_bytes = AtBounds(plan.no_reuse_bytes);
+    if (placed.empty()) {
+      p.DropLet(workspace_let);
+      return;
+    }
+    p.SetLetValue(workspace_let,
+                  HostCall(DataType::Handle(), intrinsic::kAlloc, {plan.workspace_bytes}));
+    for (size_t k = 0; k < placed.size(); ++k) {
+      PrimExpr offset = plan.token_offset[plan.token_of[k]];
+      p.SetLetValue(placed[k]->let_item,
+                    HostCall(DataType::Handle(), intrinsic::kOffset, {workspace, offset}));
+    }
+    p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kFree, {workspace})));
   }
 
   absl::Status EmitKernelCall(HostProgram& p, const ir::Binding& b) {
@@ -248,8 +436,11 @@ class HostLowering {
       }
       std::string name = is_tuple ? absl::StrCat(b.var->name, "_", k) : b.var->name;
       PrimExpr h = arith::MakeVar(absl::StrCat(name, "_data"), DataType::Handle());
-      p.Let(h, HostCall(DataType::Handle(), intrinsic::kAlloc, {ByteSize(r)}));
+      size_t let = p.Let(h, nullptr);  // an offset into the workspace, once it is planned
       storages.push_back(AddStorage(h, /*intermediate=*/true));
+      storages_.back().bytes = ByteSize(r);
+      storages_.back().let_item = let;
+      storages_.back().first_use = binding_index_;
     }
     AssignStorages(b.var.get(), storages);
     KILN_ASSIGN_OR_RETURN(PrimExpr kernel_call, KernelCall(*b.value, storages));
@@ -289,11 +480,11 @@ class HostLowering {
   PrimExpr ByteSize(const ir::StructInfo& info) {
     PrimExpr bytes = arith::IntImm(info.dtype.bytes());
     for (const PrimExpr& d : *info.shape) bytes = bytes * d;
-    return analyzer_.Simplify(arith::Max(bytes, arith::IntImm(1)));
+    return analyzer_.Simplify(bytes);
   }
 
   size_t AddStorage(PrimExpr handle, bool intermediate) {
-    storages_.push_back({std::move(handle), intermediate, false, 0});
+    storages_.push_back({std::move(handle), intermediate});
     return storages_.size() - 1;
   }
 
@@ -303,14 +494,6 @@ class HostLowering {
       storages_[s].last_use = std::max(storages_[s].last_use, last_use_[value]);
     }
     storage_of_[value] = std::move(storages);
-  }
-
-  void FreeStoragesLastUsedAt(HostProgram& p, size_t binding) {
-    for (Storage& s : storages_) {
-      if (!s.intermediate || s.freed || s.last_use != binding) continue;
-      p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kFree, {s.handle})));
-      s.freed = true;
-    }
   }
 
   absl::StatusOr<PrimExpr> KernelCall(const ir::ExprNode& call,
@@ -341,15 +524,22 @@ class HostLowering {
   // Where a tensor's data lives: an input, an output or workspace.
   struct Storage {
     PrimExpr handle;
-    bool intermediate;  // workspace of kiln.alloc, to give back with kiln.free
-    bool freed;
-    size_t last_use;  // index of the last binding that uses it
+    bool intermediate;                   // in the workspace (not an input, output or constant)
+    size_t first_use = 0, last_use = 0;  // the bindings that produce it and last read it
+    PrimExpr bytes;                      // intermediates: size and the Let of their handle
+    size_t let_item = 0;
   };
 
   ir::IRModule& module_;
   const ir::Function& func_;
   std::vector<ir::Expr> outputs_;
   std::map<const arith::ExprNode*, std::pair<size_t, size_t>> binder_;  // var -> (input, dim)
+  struct InputValue {
+    PrimExpr var;
+    size_t input, element;
+    DataType dtype;  // the input's element type
+  };
+  std::vector<InputValue> value_binder_;
   std::map<const ir::ExprNode*, PrimExpr> output_handles_;  // output var -> kiln.output_data
   // (tuple var, field index) -> the output that field is, when a TupleGetItem makes it one.
   std::map<std::pair<const ir::ExprNode*, int>, PrimExpr> output_fields_;
@@ -357,18 +547,21 @@ class HostLowering {
   // The storages of each value: one for a tensor, one per field for a tuple.
   std::map<const ir::ExprNode*, std::vector<size_t>> storage_of_;
   std::map<const ir::ExprNode*, size_t> last_use_;
-  arith::Analyzer analyzer_;
+  arith::Analyzer analyzer_;  // knows the user's dim bounds
   std::map<const ir::NDArray*, size_t> constant_index_;
+  ir::PassContext& context_;
+  std::vector<std::pair<const arith::ExprNode*, int64_t>> bounded_;  // var, user bound
+  size_t binding_index_ = 0;                                         // the binding being lowered
 };
 
 }  // namespace
 
-absl::StatusOr<ir::IRModule> LowerHost(ir::IRModule module) {
+absl::StatusOr<ir::IRModule> LowerHost(ir::IRModule module, ir::PassContext& context) {
   auto it = module.functions.find("main");
   if (it == module.functions.end()) return absl::InternalError("module has no main function");
   ir::Function main = it->second;
   module.functions.erase(it);
-  HostLowering lowering(module, main);
+  HostLowering lowering(module, main, context);
   KILN_RETURN_IF_ERROR(lowering.Run());
   return module;
 }

@@ -2,14 +2,17 @@
 // functions of runtime/include/kiln/artifact_abi.h, ahead of time, with no interpreter left:
 //   kiln_infer_shapes: bind symbolic vars from input shapes, check them, write output shapes;
 //   kiln_run:          the same checks (outputs too), then carve workspace and call kernels.
+// Intermediates share one workspace as plan_memory.h plans it, with the user's dim bounds
+// from `context` (checked at run time); the planned sizes are left in `context`.
 // Constants move into module.constants; `main` is removed.
 #pragma once
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
+#include "compiler/ir/pass_context.h"
 
 namespace kiln::transform {
 
-absl::StatusOr<ir::IRModule> LowerHost(ir::IRModule module);
+absl::StatusOr<ir::IRModule> LowerHost(ir::IRModule module, ir::PassContext& context);
 
 }  // namespace kiln::transform

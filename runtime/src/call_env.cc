@@ -74,11 +74,28 @@ void CallEnv::Free(void* self, void* ptr) {
   if (call->live_.erase(ptr) > 0) std::free(ptr);
 }
 
-void CallEnv::ShapeError(void* self, int32_t is_output, int32_t index, int32_t dim,
-                         int64_t expected, int64_t actual) {
+void CallEnv::ShapeError(void* self, int32_t kind, int32_t index, int32_t dim, int64_t expected,
+                         int64_t actual) {
   auto* call = static_cast<CallEnv*>(self);
-  call->Report(DimLabel(call->signature_, is_output != 0, index, dim) + ": expected " +
-               std::to_string(expected) + ", got " + std::to_string(actual));
+  std::string label = DimLabel(call->signature_, kind == KILN_SHAPE_ERROR_OUTPUT, index, dim);
+  if (kind == KILN_SHAPE_ERROR_VALUE || kind == KILN_SHAPE_ERROR_NO_DATA) {
+    std::string input = DimLabel(call->signature_, false, index, -1);
+    input = input.substr(0, input.rfind(" dimension"));
+    if (kind == KILN_SHAPE_ERROR_NO_DATA) {
+      call->Report(input + ": its values decide shapes, so its data must be given");
+    } else {
+      call->Report(input + " holds values that do not fit: a size computed from them is " +
+                   std::to_string(actual) + ", expected " + std::to_string(expected));
+    }
+    return;
+  }
+  if (kind == KILN_SHAPE_ERROR_BOUND) {
+    call->Report(label + ": " + std::to_string(actual) + " exceeds the bound " +
+                 std::to_string(expected) + " the artifact was compiled with (--dim-bound)");
+    return;
+  }
+  call->Report(label + ": expected " + std::to_string(expected) + ", got " +
+               std::to_string(actual));
 }
 
 int32_t CallEnv::ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure) {

@@ -31,8 +31,8 @@ class CallEnv {
  private:
   static void* Alloc(void* self, int64_t bytes);
   static void Free(void* self, void* ptr);
-  static void ShapeError(void* self, int32_t is_output, int32_t index, int32_t dim,
-                         int64_t expected, int64_t actual);
+  static void ShapeError(void* self, int32_t kind, int32_t index, int32_t dim, int64_t expected,
+                         int64_t actual);
   static int32_t ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure);
   void Report(std::string message);
 

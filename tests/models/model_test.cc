@@ -6,11 +6,9 @@
 // The ONNX files are generated at test time (ctest fixture models.generate) into
 // KILN_MODEL_DIR; a model that is missing there fails its test rather than skipping it.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,6 +21,7 @@
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
 #include "kiln/runtime.hpp"
+#include "tests/support/artifact.h"
 
 namespace kiln::models {
 namespace {
@@ -83,19 +82,9 @@ ir::NDArray MakeInput(const runtime::TensorInfo& info, const Symbols& symbols, s
   return a;
 }
 
-DLTensor View(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {a.dtype.code, a.dtype.bits, 1};
-  t.shape = a.shape.data();
-  return t;
-}
-
 std::vector<ir::NDArray> RunArtifact(const runtime::Model& model, std::vector<ir::NDArray> inputs) {
   std::vector<DLTensor> in;
-  for (ir::NDArray& a : inputs) in.push_back(View(a));
+  for (ir::NDArray& a : inputs) in.push_back(testing::ViewOf(a));
   std::vector<std::vector<int64_t>> shapes;
   std::string error;
   EXPECT_TRUE(model.OutputShapes(in, &shapes, &error)) << error;
@@ -105,10 +94,7 @@ std::vector<ir::NDArray> RunArtifact(const runtime::Model& model, std::vector<ir
     outputs.push_back(ir::NDArray::Zeros(
         arith::DataType{static_cast<arith::DataType::Code>(t.code), t.bits}, shapes[i]));
   }
-  std::vector<DLTensor> out;
-  for (ir::NDArray& a : outputs) out.push_back(View(a));
-  EXPECT_TRUE(model.Run(in, &out, &error)) << error;
-  return outputs;
+  return testing::RunModel(model, std::move(inputs), std::move(outputs));
 }
 
 // f32 tolerance: the artifact and the interpreter sum the same products in different orders
@@ -150,8 +136,6 @@ struct KnownGap {
 constexpr KnownGap kKnownGaps[] = {
     {"op split: operand out is Tuple",
      "tuple-result ops (split) are not compiled yet (issue 4, tuple-result ops)"},
-    {"no loop-level definition for op shape",
-     "op shape has no loop-level definition yet (issue 4, missing op builders)"},
 };
 
 const char* KnownGapReason(const absl::Status& status) {
@@ -183,15 +167,8 @@ void Compile(const std::string& name, CompiledModel* out) {
     }
   }
   ASSERT_TRUE(artifact.ok()) << artifact.status();
-  std::string path = absl::StrCat(::testing::TempDir(), "kiln-model-", name, "-XXXXXX.so");
-  int fd = mkstemps(path.data(), 3);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  std::ofstream(path, std::ios::binary) << artifact->bytes;
-  std::string error;
-  out->loaded = runtime::Model::Load(path, &error);
-  std::remove(path.c_str());  // dlopen keeps the mapping
-  ASSERT_TRUE(out->loaded) << error;
+  out->loaded = testing::LoadArtifact(*artifact);
+  ASSERT_TRUE(out->loaded);
 }
 
 // Runs the artifact and the interpreter on the same inputs at one shape and compares every

@@ -1,5 +1,6 @@
 // For legalization tests: runs a model through import and the whole pass pipeline and
-// returns one kernel's printed loop-level IR, to check what loops it got.
+// returns one kernel's printed loop-level IR as legalize made it (before fusion and
+// scheduling reshape it), to check what loops it got.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,13 +18,17 @@ inline std::string CompiledKernel(const std::string& onnx, const std::string& pr
   auto m = driver::ImportModel(onnx);
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return "";
-  auto lowered = driver::RunPipeline(*std::move(m), nullptr);
+  ir::IRModule legalized;
+  auto keep_legalized = [&](const std::string& pass, const ir::IRModule& module) {
+    if (pass == "legalize") legalized = module;
+  };
+  auto lowered = driver::RunPipeline(*std::move(m), keep_legalized);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
   if (!lowered.ok()) return "";
-  for (const auto& [name, func] : lowered->prim_funcs) {
+  for (const auto& [name, func] : legalized.prim_funcs) {
     if (name.rfind(prefix, 0) == 0) return ir::ToString(func);
   }
-  ADD_FAILURE() << "no kernel " << prefix << " in " << ir::ToString(*lowered);
+  ADD_FAILURE() << "no kernel " << prefix << " in " << ir::ToString(legalized);
   return "";
 }
 

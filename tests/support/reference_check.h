@@ -6,26 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
-#include "kiln/runtime.hpp"
+#include "tests/support/artifact.h"
 
 namespace kiln::testing {
-
-inline DLTensor ViewOf(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {a.dtype.code, a.dtype.bits, 1};
-  t.shape = a.shape.data();
-  return t;
-}
 
 // An array of `dtype` and `shape` holding `values` (converted from double).
 inline ir::NDArray ArrayOf(arith::DataType dtype, std::vector<int64_t> shape,
@@ -49,25 +37,11 @@ inline std::vector<ir::NDArray> ExpectCompiledMatchesReference(const std::string
   auto want = interp::Run(*module, inputs);
   EXPECT_TRUE(want.ok()) << want.status();
   if (!want.ok()) return {};
-  auto target = ir::ParseTarget("x86_64");
-  EXPECT_TRUE(target.ok());
-  auto artifact = driver::CompileModel(model, *target, {}, nullptr);
-  EXPECT_TRUE(artifact.ok()) << artifact.status();
-  if (!artifact.ok()) return {};
-  std::string path = ::testing::TempDir() + "/kiln_reference_check_" +
-                     std::to_string(reinterpret_cast<uintptr_t>(&model)) + ".so";
-  std::ofstream(path, std::ios::binary) << artifact->bytes;
-  std::string error;
-  auto loaded = runtime::Model::Load(path, &error);
-  std::remove(path.c_str());
-  EXPECT_TRUE(loaded) << error;
+  std::unique_ptr<runtime::Model> loaded = CompileAndLoad(model);
   if (!loaded) return {};
   std::vector<ir::NDArray> got;
   for (const ir::NDArray& w : *want) got.push_back(ir::NDArray::Zeros(w.dtype, w.shape));
-  std::vector<DLTensor> in, out;
-  for (ir::NDArray& a : inputs) in.push_back(ViewOf(a));
-  for (ir::NDArray& a : got) out.push_back(ViewOf(a));
-  EXPECT_TRUE(loaded->Run(in, &out, &error)) << error;
+  got = RunModel(*loaded, std::move(inputs), std::move(got));
   for (size_t o = 0; o < got.size(); ++o) {
     for (int64_t i = 0; i < got[o].num_elements(); ++i) {
       double g = got[o].GetDouble(i), w = (*want)[o].GetDouble(i);

@@ -11,6 +11,7 @@
 #include "client/tensor_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_fixture.h"
 
 namespace kiln::client {
 namespace {
@@ -163,23 +164,7 @@ TEST(BenchInputsTest, ShapesThatContradictTheSignatureAreErrors) {
             "unknown input 'y'; the model's inputs are: x f32[n, 3], bias f32[n]");
 }
 
-class BenchRunTest : public ::testing::Test {
- protected:
-  void SetUp() override { std::filesystem::create_directories(dir_); }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  int Kiln(std::vector<std::string> words) {
-    out_.str("");
-    err_.str("");
-    return RunCli(words, out_, err_);
-  }
-
-  std::filesystem::path dir_ = std::filesystem::path(::testing::TempDir()) /
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::ostringstream out_, err_;
-};
+using BenchRunTest = testing::CliTest;
 
 TEST_F(BenchRunTest, FilesAndShapesTogether) {
   absl::StatusOr<Tensor> bias = MakeTensor(DLDataType{kDLFloat, 32, 1}, {5});

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kiln/runtime.h"
+#include "tests/support/cli_fixture.h"
 
 namespace kiln::client {
 namespace {
@@ -18,16 +19,13 @@ using ::testing::HasSubstr;
 
 const std::string kArtifact = std::string(KILN_TEST_ARTIFACT_DIR) + "/good.so";
 
-class RunTest : public ::testing::Test {
+class RunTest : public testing::CliTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directories(dir_);
+    CliTest::SetUp();
     WriteF32("x.npy", {2, 3}, {1, 2, 3, 4, 5, 6});
     WriteF32("bias.npy", {2}, {10, 20});
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   void WriteF32(const std::string& name, std::vector<int64_t> shape, std::vector<float> values) {
     absl::StatusOr<Tensor> tensor = MakeTensor(DLDataType{kDLFloat, 32, 1}, std::move(shape));
@@ -35,16 +33,6 @@ class RunTest : public ::testing::Test {
     std::memcpy(tensor->data.data(), values.data(), tensor->data.size());
     ASSERT_TRUE(WriteNpyFile(Path(name), *tensor).ok());
   }
-
-  int Kiln(std::vector<std::string> words) {
-    out_.str("");
-    err_.str("");
-    return RunCli(words, out_, err_);
-  }
-
-  std::filesystem::path dir_ = std::filesystem::path(::testing::TempDir()) /
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::ostringstream out_, err_;
 };
 
 TEST_F(RunTest, WritesOutputsAsNpy) {

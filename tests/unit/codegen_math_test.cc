@@ -2,6 +2,7 @@
 // math_library.cc), run inside vectorized kernels, against long double references.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "codegen_test_util.h"
@@ -9,8 +10,9 @@
 namespace kiln::codegen::testing {
 namespace {
 
-const char* const kUnary[] = {"exp",  "log",   "tanh", "sigmoid", "erf",  "sqrt",
-                              "fabs", "floor", "ceil", "trunc",   "round"};
+const char* const kUnary[] = {"exp",  "log",   "tanh",  "sigmoid", "erf",   "sqrt", "fabs", "floor",
+                              "ceil", "trunc", "round", "sin",     "cos",   "tan",  "asin", "acos",
+                              "atan", "sinh",  "cosh",  "asinh",   "acosh", "atanh"};
 
 long double Reference(const std::string& name, long double x) {
   if (name == "exp") return std::exp(x);
@@ -24,6 +26,17 @@ long double Reference(const std::string& name, long double x) {
   if (name == "ceil") return std::ceil(x);
   if (name == "trunc") return std::trunc(x);
   if (name == "round") return std::nearbyint(x);  // default mode: half to even
+  if (name == "sin") return std::sin(x);
+  if (name == "cos") return std::cos(x);
+  if (name == "tan") return std::tan(x);
+  if (name == "asin") return std::asin(x);
+  if (name == "acos") return std::acos(x);
+  if (name == "atan") return std::atan(x);
+  if (name == "sinh") return std::sinh(x);
+  if (name == "cosh") return std::cosh(x);
+  if (name == "asinh") return std::asinh(x);
+  if (name == "acosh") return std::acosh(x);
+  if (name == "atanh") return std::atanh(x);
   ADD_FAILURE() << "no reference for " << name;
   return 0;
 }
@@ -84,6 +97,31 @@ std::vector<T> InputsFor(const std::string& name) {
   if (name == "tanh") return Inputs<T>({{-12, 12}, {-1, 1}, {-1e-3, 1e-3}}, tiny);
   if (name == "sigmoid") return Inputs<T>({{f32 ? -100 : -700, f32 ? 100 : 700}, {-2, 2}}, tiny);
   if (name == "erf") return Inputs<T>({{-7, 7}, {-1.5, 1.5}, {-1e-3, 1e-3}}, tiny);
+  if (name == "sin" || name == "cos" || name == "tan") {
+    // f64 reduces exactly only below 2^20*pi/2 (math_library.cc); f32 everywhere.
+    std::vector<T> extra = tiny;
+    for (double v : {1e10, -1e10, 1e20, 3.0e38, -3.0e38, 16777216.0, 1.6e6, 1.7e6, 7.0e8}) {
+      if (f32 || std::fabs(v) < 1.6e6) extra.push_back(static_cast<T>(v));
+    }
+    std::vector<std::pair<double, double>> ranges = {{-10, 10}, {-1e4, 1e4}, {-1.6e6, 1.6e6}};
+    if (f32) ranges.push_back({-3e38, 3e38}), ranges.push_back({-1e9, 1e9});
+    return Inputs<T>(ranges, extra);
+  }
+  if (name == "asin" || name == "acos" || name == "atanh") {
+    return Inputs<T>({{-1, 1}, {-1e-3, 1e-3}, {0.99, 1}, {-1, -0.99}},
+                     {T(1), T(-1), T(1.5), T(-1.5), T(1e-30), T(0.0), T(-0.0)});
+  }
+  if (name == "atan" || name == "asinh") {
+    return Inputs<T>({{-10, 10}, {-1e6, 1e6}, {-1, 1}, {-1e-3, 1e-3}},
+                     {T(1e30), T(-1e30), T(1e-30), T(0.0), T(-0.0), std::numeric_limits<T>::max()});
+  }
+  if (name == "sinh" || name == "cosh") {
+    return Inputs<T>({{f32 ? -90 : -711, f32 ? 90 : 711}, {-1, 1}, {-1e-3, 1e-3}}, tiny);
+  }
+  if (name == "acosh") {
+    return Inputs<T>({{1, 10}, {1, 1.001}, {1, 1e6}},
+                     {T(0.5), T(1e30), std::numeric_limits<T>::max()});
+  }
   return Inputs<T>({{-1e6, 1e6}, {-10, 10}, {-1, 1}},
                    {T(0.5), T(-0.5), T(1.5), T(2.5), T(-2.5), T(0.49999997), T(1e30), T(-1e30)});
 }
@@ -92,6 +130,11 @@ std::vector<T> InputsFor(const std::string& name) {
 double Bound(const std::string& name, bool f32) {
   if (name == "tanh" || name == "sigmoid") return 2.0;
   if (name == "exp" || name == "log" || name == "erf") return 1.0;
+  // f32 goes through f64 and is rounded once.
+  static const std::map<std::string, double> kF64 = {
+      {"sin", 1.0},  {"cos", 1.0},  {"tan", 2.0},   {"asin", 3.0},  {"acos", 2.0}, {"atan", 1.0},
+      {"sinh", 3.0}, {"cosh", 3.0}, {"asinh", 3.0}, {"acosh", 3.0}, {"atanh", 3.0}};
+  if (auto it = kF64.find(name); it != kF64.end()) return f32 ? 0.51 : it->second;
   return 0.5;  // correctly rounded: sqrt, fabs and the roundings (exact)
 }
 
@@ -199,6 +242,33 @@ TYPED_TEST(MathTest, SpecialValues) {
       {"round", T(-2.5), -2},
       {"round", nan, nan},
       {"fabs", -inf, inf},
+      {"sin", inf, nan},
+      {"sin", nan, nan},
+      {"sin", T(-0.0), T(-0.0)},
+      {"cos", -inf, nan},
+      {"cos", 0, 1},
+      {"tan", nan, nan},
+      {"tan", T(-0.0), T(-0.0)},
+      {"asin", 2, nan},
+      {"asin", T(-0.0), T(-0.0)},
+      {"acos", 1, 0},
+      {"acos", -2, nan},
+      {"atan", inf, T(M_PI_2)},
+      {"atan", -inf, T(-M_PI_2)},
+      {"atan", nan, nan},
+      {"sinh", -inf, -inf},
+      {"sinh", T(-0.0), T(-0.0)},
+      {"cosh", -inf, inf},
+      {"cosh", nan, nan},
+      {"asinh", -inf, -inf},
+      {"asinh", T(-0.0), T(-0.0)},
+      {"acosh", 1, 0},
+      {"acosh", T(0.5), nan},
+      {"acosh", inf, inf},
+      {"atanh", 1, inf},
+      {"atanh", -1, -inf},
+      {"atanh", 2, nan},
+      {"atanh", T(-0.0), T(-0.0)},
   };
   for (const Case& c : cases) {
     T got = this->Run(c.name, {c.x})[0];

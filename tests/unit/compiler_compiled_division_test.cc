@@ -4,12 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <climits>
-#include <cstdio>
-#include <fstream>
 
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
-#include "kiln/runtime.hpp"
+#include "tests/support/artifact.h"
 #include "tests/support/onnx_builder.h"
 
 namespace kiln {
@@ -21,16 +19,6 @@ ir::NDArray Int32s(std::vector<int32_t> values) {
   ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Int(32), {int64_t(values.size())});
   for (size_t i = 0; i < values.size(); ++i) a.data<int32_t>()[i] = values[i];
   return a;
-}
-
-DLTensor View(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {a.dtype.code, a.dtype.bits, 1};
-  t.shape = a.shape.data();
-  return t;
 }
 
 TEST(CompiledDivisionTest, IntegerDivisionByZeroAndMinusOneMatchesTheReference) {
@@ -47,20 +35,12 @@ TEST(CompiledDivisionTest, IntegerDivisionByZeroAndMinusOneMatchesTheReference) 
   auto want = interp::Run(*module, inputs);
   ASSERT_TRUE(want.ok()) << want.status();
 
-  auto target = ir::ParseTarget("x86_64");
-  ASSERT_TRUE(target.ok());
-  auto artifact = driver::CompileModel(model, *target, {}, nullptr);
-  ASSERT_TRUE(artifact.ok()) << artifact.status();
-  std::string path = ::testing::TempDir() + "/kiln_division_test.so";
-  std::ofstream(path, std::ios::binary) << artifact->bytes;
-  std::string error;
-  auto loaded = runtime::Model::Load(path, &error);
-  std::remove(path.c_str());
-  ASSERT_TRUE(loaded) << error;
-
+  std::unique_ptr<runtime::Model> loaded = testing::CompileAndLoad(model);
+  ASSERT_TRUE(loaded);
   ir::NDArray got = ir::NDArray::Zeros(arith::DataType::Int(32), {5});
-  std::vector<DLTensor> in = {View(inputs[0]), View(inputs[1])};
-  std::vector<DLTensor> out = {View(got)};
+  std::vector<DLTensor> in = {testing::ViewOf(inputs[0]), testing::ViewOf(inputs[1])};
+  std::vector<DLTensor> out = {testing::ViewOf(got)};
+  std::string error;
   ASSERT_TRUE(loaded->Run(in, &out, &error)) << error;
   std::vector<int32_t> expected = {3, -3, 0, INT_MIN, -9};
   for (int i = 0; i < 5; ++i) {

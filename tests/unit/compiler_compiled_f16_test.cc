@@ -5,54 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
-#include "kiln/runtime.hpp"
+#include "tests/support/artifact.h"
 #include "tests/support/onnx_builder.h"
 
 namespace kiln {
 namespace {
 
 using testing::OnnxBuilder;
+using testing::RunCompiled;
 
 const arith::DataType kF16 = arith::DataType::Float(16);
 const arith::DataType kF32 = arith::DataType::Float(32);
-
-DLTensor View(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {a.dtype.code, a.dtype.bits, 1};
-  t.shape = a.shape.data();
-  return t;
-}
-
-std::vector<ir::NDArray> RunCompiled(const std::string& model, std::vector<ir::NDArray> inputs,
-                                     std::vector<ir::NDArray> outputs) {
-  auto target = ir::ParseTarget("x86_64");
-  EXPECT_TRUE(target.ok());
-  auto artifact = driver::CompileModel(model, *target, {}, nullptr);
-  EXPECT_TRUE(artifact.ok()) << artifact.status();
-  if (!artifact.ok()) return {};
-  std::string path = ::testing::TempDir() + "/kiln_f16_test.so";
-  std::ofstream(path, std::ios::binary) << artifact->bytes;
-  std::string error;
-  auto loaded = runtime::Model::Load(path, &error);
-  std::remove(path.c_str());
-  EXPECT_TRUE(loaded) << error;
-  if (!loaded) return {};
-  std::vector<DLTensor> in, out;
-  for (ir::NDArray& a : inputs) in.push_back(View(a));
-  for (ir::NDArray& a : outputs) out.push_back(View(a));
-  EXPECT_TRUE(loaded->Run(in, &out, &error)) << error;
-  return outputs;
-}
 
 // The dynamic symbols of an ELF shared object: those it defines and those it needs.
 struct DynamicSymbols {

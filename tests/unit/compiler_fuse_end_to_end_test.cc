@@ -3,25 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
 #include "compiler/interp/interpreter.h"
-#include "kiln/runtime.hpp"
+#include "tests/support/artifact.h"
 #include "tests/support/onnx_builder.h"
 
 namespace kiln {
 namespace {
 
 using testing::OnnxBuilder;
-
-std::vector<float> Wave(size_t n, float scale) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.7f * i + 0.3f);
-  return v;
-}
+using testing::Wave;
 
 std::string DenseAndConvModel() {
   OnnxBuilder b(13);
@@ -71,30 +64,12 @@ ir::NDArray Input(std::vector<int64_t> shape, float scale) {
   return a;
 }
 
-DLTensor View(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {a.dtype.code, a.dtype.bits, 1};
-  t.shape = a.shape.data();
-  return t;
-}
-
 TEST(FuseEndToEndTest, CompiledMatchesTheReferenceAtTwoBatchSizes) {
   std::string model = DenseAndConvModel();
   auto module = driver::ImportModel(model);
   ASSERT_TRUE(module.ok()) << module.status();
-  auto target = ir::ParseTarget("x86_64");
-  ASSERT_TRUE(target.ok());
-  auto artifact = driver::CompileModel(model, *target, {}, nullptr);
-  ASSERT_TRUE(artifact.ok()) << artifact.status();
-  std::string path = ::testing::TempDir() + "/kiln_fuse_end_to_end_test.so";
-  std::ofstream(path, std::ios::binary) << artifact->bytes;
-  std::string error;
-  auto loaded = runtime::Model::Load(path, &error);
-  std::remove(path.c_str());
-  ASSERT_TRUE(loaded) << error;
+  std::unique_ptr<runtime::Model> loaded = testing::CompileAndLoad(model);
+  ASSERT_TRUE(loaded);
 
   for (int64_t n : {1, 5}) {
     std::vector<ir::NDArray> inputs = {Input({n, 8}, 1.5f), Input({n, 2, 5, 5}, 2.0f)};
@@ -103,8 +78,9 @@ TEST(FuseEndToEndTest, CompiledMatchesTheReferenceAtTwoBatchSizes) {
     ASSERT_EQ(want->size(), 2u);
     std::vector<ir::NDArray> got = {ir::NDArray::Zeros(arith::DataType::Float(32), {n, 4}),
                                     ir::NDArray::Zeros(arith::DataType::Float(32), {n, 3, 3, 3})};
-    std::vector<DLTensor> in = {View(inputs[0]), View(inputs[1])};
-    std::vector<DLTensor> out = {View(got[0]), View(got[1])};
+    std::vector<DLTensor> in = {testing::ViewOf(inputs[0]), testing::ViewOf(inputs[1])};
+    std::vector<DLTensor> out = {testing::ViewOf(got[0]), testing::ViewOf(got[1])};
+    std::string error;
     ASSERT_TRUE(loaded->Run(in, &out, &error)) << error;
     for (size_t o = 0; o < 2; ++o) {
       ASSERT_EQ(got[o].num_elements(), (*want)[o].num_elements());

@@ -5,13 +5,10 @@
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
 
-namespace kiln {
+namespace kiln::testing {
 namespace {
 
 using arith::DataType;
-using testing::ArrayOf;
-using testing::ExpectCompiledMatchesReference;
-using testing::OnnxBuilder;
 
 constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI32 = onnx::TensorProto::INT32;
@@ -99,4 +96,4 @@ TEST(LegalizeConvTest, QLinearConvWithBiasRequantizes) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::testing

@@ -8,13 +8,10 @@
 #include "tests/support/reference_check.h"
 #include "tests/unit/compiler_image_test_util.h"
 
-namespace kiln {
+namespace kiln::testing {
 namespace {
 
 using arith::DataType;
-using testing::ArrayOf;
-using testing::ExpectCompiledMatchesReference;
-using testing::OnnxBuilder;
 
 constexpr int kI64 = onnx::TensorProto::INT64;
 
@@ -37,7 +34,7 @@ std::string NLLModel(const std::string& reduction, bool with_weight) {
     args.push_back("w");
   }
   auto& node = b.Node("NegativeLogLikelihoodLoss", args, {"loss"});
-  testing::StringAttr(node, "reduction", reduction);
+  StringAttr(node, "reduction", reduction);
   OnnxBuilder::IntAttr(node, "ignore_index", 2);
   if (reduction == "none") {
     b.Output("loss", {2, 2});
@@ -84,4 +81,4 @@ TEST(LegalizeLossTest, SoftmaxCrossEntropyGivesLossAndLogProb) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::testing

@@ -4,23 +4,20 @@
 // writes fields both into output buffers and into workspace.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <random>
 
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
-#include "compiler/interp/interpreter.h"
 #include "compiler/ir/parser.h"
 #include "compiler/ir/structural.h"
 #include "compiler/ir/verifier.h"
-#include "kiln/runtime.hpp"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/reference_check.h"
 
 namespace kiln {
 namespace {
 
+using testing::ExpectCompiledMatchesReference;
 using testing::OnnxBuilder;
 using Dims = std::vector<int64_t>;
 
@@ -30,61 +27,6 @@ ir::NDArray Floats(const Dims& shape, uint32_t seed) {
   std::uniform_real_distribution<float> dist(-2, 2);
   for (int64_t i = 0; i < a.num_elements(); ++i) a.data<float>()[i] = dist(rng);
   return a;
-}
-
-DLTensor View(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {a.dtype.code, a.dtype.bits, 1};
-  t.shape = a.shape.data();
-  return t;
-}
-
-// Runs `model` compiled for x86_64; outputs get the shapes and dtypes the reference gave.
-std::vector<ir::NDArray> RunCompiled(const std::string& model, std::vector<ir::NDArray> inputs,
-                                     const std::vector<ir::NDArray>& like) {
-  auto target = ir::ParseTarget("x86_64");
-  EXPECT_TRUE(target.ok());
-  auto artifact = driver::CompileModel(model, *target, {}, nullptr);
-  EXPECT_TRUE(artifact.ok()) << artifact.status();
-  if (!artifact.ok()) return {};
-  std::string path = ::testing::TempDir() + "/kiln_multi_output_test.so";
-  std::ofstream(path, std::ios::binary) << artifact->bytes;
-  std::string error;
-  auto loaded = runtime::Model::Load(path, &error);
-  std::remove(path.c_str());
-  EXPECT_TRUE(loaded) << error;
-  if (!loaded) return {};
-  std::vector<ir::NDArray> outputs;
-  for (const ir::NDArray& l : like) outputs.push_back(ir::NDArray::Zeros(l.dtype, l.shape));
-  std::vector<DLTensor> in, out;
-  for (ir::NDArray& a : inputs) in.push_back(View(a));
-  for (ir::NDArray& a : outputs) out.push_back(View(a));
-  EXPECT_TRUE(loaded->Run(in, &out, &error)) << error;
-  return outputs;
-}
-
-// The compiled model's outputs equal the reference interpreter's, within `tolerance`
-// relative to the magnitude (integers and bools exactly).
-void ExpectCompiledMatchesReference(const std::string& model,
-                                    const std::vector<ir::NDArray>& inputs,
-                                    double tolerance = 1e-5) {
-  auto module = driver::ImportModel(model);
-  ASSERT_TRUE(module.ok()) << module.status();
-  auto want = interp::Run(*module, inputs);
-  ASSERT_TRUE(want.ok()) << want.status();
-  std::vector<ir::NDArray> got = RunCompiled(model, inputs, *want);
-  ASSERT_EQ(got.size(), want->size());
-  for (size_t o = 0; o < got.size(); ++o) {
-    const ir::NDArray &g = got[o], &w = (*want)[o];
-    ASSERT_EQ(g.shape, w.shape) << "output " << o;
-    for (int64_t i = 0; i < w.num_elements(); ++i) {
-      double a = g.GetDouble(i), b = w.GetDouble(i);
-      EXPECT_NEAR(a, b, tolerance * (1 + std::abs(b))) << "output " << o << " element " << i;
-    }
-  }
 }
 
 void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {

@@ -6,13 +6,10 @@
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
 
-namespace kiln {
+namespace kiln::testing {
 namespace {
 
 using arith::DataType;
-using testing::ArrayOf;
-using testing::ExpectCompiledMatchesReference;
-using testing::OnnxBuilder;
 
 constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI8 = onnx::TensorProto::INT8;
@@ -88,4 +85,4 @@ TEST(LegalizeQuantTest, QLinearMatmulRequantizes) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::testing

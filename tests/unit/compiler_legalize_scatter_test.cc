@@ -6,13 +6,10 @@
 #include "tests/support/reference_check.h"
 #include "tests/unit/compiler_image_test_util.h"
 
-namespace kiln {
+namespace kiln::testing {
 namespace {
 
 using arith::DataType;
-using testing::ArrayOf;
-using testing::ExpectCompiledMatchesReference;
-using testing::OnnxBuilder;
 
 constexpr int kI64 = onnx::TensorProto::INT64;
 
@@ -23,7 +20,7 @@ TEST(LegalizeScatterTest, ScatterElementsAddsDuplicateIndicesInOrder) {
   b.Input("updates", {1, 3});
   auto& node = b.Node("ScatterElements", {"data", "indices", "updates"}, {"y"});
   OnnxBuilder::IntAttr(node, "axis", 1);
-  testing::StringAttr(node, "reduction", "add");
+  StringAttr(node, "reduction", "add");
   b.Output("y", {"n", 3});
   auto want = ExpectCompiledMatchesReference(
       b.Serialize(), {ArrayOf(DataType::Float(), {2, 3}, {1, 2, 3, 4, 5, 6}),
@@ -67,4 +64,4 @@ TEST(LegalizeScatterTest, GatherNDWithBatchDims) {
 }
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::testing

@@ -3,21 +3,17 @@
 // that no dimension is a multiple of a tile (6 rows, 8 or 16 columns, 128-column blocks,
 // 256-deep blocks), and M is symbolic.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <random>
 
 #include "compiler/driver/driver.h"
-#include "compiler/driver/pipeline.h"
 #include "compiler/interp/interpreter.h"
-#include "kiln/runtime.hpp"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/schedule_check.h"
 
-namespace kiln {
+namespace kiln::testing {
 namespace {
-
-using testing::OnnxBuilder;
 
 ir::NDArray Random(std::vector<int64_t> shape, int seed) {
   ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
@@ -25,74 +21,6 @@ ir::NDArray Random(std::vector<int64_t> shape, int seed) {
   std::uniform_real_distribution<double> dist(-1, 1);
   for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, dist(rng));
   return a;
-}
-
-DLTensor View(ir::NDArray& a) {
-  DLTensor t{};
-  t.data = a.bytes.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(a.shape.size());
-  t.dtype = {kDLFloat, 32, 1};
-  t.shape = a.shape.data();
-  return t;
-}
-
-// The whole pipeline's kernels for `target`, printed.
-std::string ScheduledKernels(const std::string& onnx, const std::string& target) {
-  auto m = driver::ImportModel(onnx);
-  EXPECT_TRUE(m.ok()) << m.status();
-  if (!m.ok()) return "";
-  ir::Target t = *ir::ParseTarget(target);
-  auto lowered = driver::RunPipeline(*std::move(m), nullptr, "", &t);
-  EXPECT_TRUE(lowered.ok()) << lowered.status();
-  return lowered.ok() ? ir::ToString(*lowered) : "";
-}
-
-class Compiled {
- public:
-  Compiled(const std::string& onnx, const std::string& target) {
-    auto artifact = driver::CompileModel(onnx, *ir::ParseTarget(target), {}, nullptr);
-    EXPECT_TRUE(artifact.ok()) << artifact.status();
-    if (!artifact.ok()) return;
-    char path[] = "/tmp/kiln-schedule-test-XXXXXX.so";
-    int fd = mkstemps(path, 3);
-    EXPECT_EQ(write(fd, artifact->bytes.data(), artifact->bytes.size()),
-              static_cast<ssize_t>(artifact->bytes.size()));
-    close(fd);
-    std::string error;
-    model_ = runtime::Model::Load(path, &error);
-    unlink(path);
-    EXPECT_NE(model_, nullptr) << error;
-  }
-
-  // Runs on `threads` threads; one output of `out_shape`.
-  ir::NDArray Run(std::vector<ir::NDArray> inputs, std::vector<int64_t> out_shape, int threads) {
-    ir::NDArray out = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(out_shape));
-    if (!model_) return out;
-    std::string error;
-    EXPECT_TRUE(model_->SetNumThreads(threads, &error)) << error;
-    std::vector<DLTensor> in;
-    for (ir::NDArray& a : inputs) in.push_back(View(a));
-    std::vector<DLTensor> outs = {View(out)};
-    EXPECT_TRUE(model_->Run(in, &outs, &error)) << error;
-    return out;
-  }
-
- private:
-  std::unique_ptr<runtime::Model> model_;
-};
-
-// Products of many terms are summed in the same order; FMA rounds once instead of twice.
-void ExpectClose(const ir::NDArray& actual, const ir::NDArray& expected, const std::string& what) {
-  ASSERT_EQ(actual.shape, expected.shape) << what;
-  int bad = 0;
-  for (int64_t i = 0; i < expected.num_elements() && bad < 5; ++i) {
-    double a = actual.GetDouble(i), e = expected.GetDouble(i);
-    if (std::fabs(a - e) > 1e-4 * std::max(1.0, std::fabs(e))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << a << ", expected " << e;
-      ++bad;
-    }
-  }
 }
 
 std::string MatmulModel(int64_t k, int64_t n) {
@@ -183,8 +111,7 @@ TEST_P(ScheduleMatmulTest, ReductionsStayCorrect) {
     b.Node("Mul", {"x", "y"}, {"s"});
     b.Int64Initializer("axes", {1}, {axis});
     b.Node("ReduceSum", {"s", "axes"}, {"r"});
-    b.Output("r",
-             axis == 0 ? std::vector<testing::Dim>{1, 300} : std::vector<testing::Dim>{"n", 1});
+    b.Output("r", axis == 0 ? std::vector<Dim>{1, 300} : std::vector<Dim>{"n", 1});
     SCOPED_TRACE("axis " + std::to_string(axis));
     ExpectLikeInterpreter(b, GetParam(),
                           axis == 0 ? std::vector<int64_t>{1, 300} : std::vector<int64_t>{257, 1});
@@ -194,4 +121,4 @@ TEST_P(ScheduleMatmulTest, ReductionsStayCorrect) {
 INSTANTIATE_TEST_SUITE_P(Targets, ScheduleMatmulTest, ::testing::Values("x86_64", "x86_64-v3"));
 
 }  // namespace
-}  // namespace kiln
+}  // namespace kiln::testing

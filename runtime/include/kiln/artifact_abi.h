@@ -18,15 +18,27 @@ extern "C" {
 
 #define KILN_ABI_VERSION 2
 
+#define KILN_SHAPE_ERROR_INPUT 0
+#define KILN_SHAPE_ERROR_OUTPUT 1
+#define KILN_SHAPE_ERROR_BOUND 2
+#define KILN_SHAPE_ERROR_VALUE 3
+#define KILN_SHAPE_ERROR_NO_DATA 4
+
 /* Services the runtime provides to generated code. */
 typedef struct KilnEnv {
   void* self;
   /* Workspace memory, 64-byte aligned; NULL when it cannot be had. */
   void* (*alloc)(void* self, int64_t bytes);
   void (*free)(void* self, void* ptr);
-  /* A dimension of input (is_output = 0) or output `index` is not what the model's shape
-   * constraints require. The runtime turns this into a message with the tensor's name. */
-  void (*shape_error)(void* self, int32_t is_output, int32_t index, int32_t dim, int64_t expected,
+  /* A dimension `dim` of input `index` (kind KILN_SHAPE_ERROR_INPUT) or output `index`
+   * (KILN_SHAPE_ERROR_OUTPUT) is not what the model's shape constraints require, or an input
+   * dimension exceeds the upper bound the artifact was compiled with (KILN_SHAPE_ERROR_BOUND;
+   * `expected` is the bound). Shapes may also depend on the values of an input (a reshape
+   * target given as an input): KILN_SHAPE_ERROR_VALUE says input `index` holds values that do
+   * not fit (a size computed from them is `actual`, `expected` is required; dim is -1), and
+   * KILN_SHAPE_ERROR_NO_DATA that input `index`'s data is NULL although its values decide
+   * shapes. The runtime turns this into a message with the tensor's name. */
+  void (*shape_error)(void* self, int32_t kind, int32_t index, int32_t dim, int64_t expected,
                       int64_t actual);
   /* Runs task(closure, begin, end) over disjoint ranges that together cover [0, num_tasks),
    * possibly at the same time on several threads, and returns when all have finished: 0, or
@@ -49,7 +61,9 @@ typedef int32_t (*KilnAbiVersionFn)(void);
  * dtype is f32, f64, i8..i64, u8..u64 or bool; a dim is an integer or a symbolic expression
  * without spaces ("batch", "seq+past", "n*2"). Names contain no whitespace. */
 typedef const char* (*KilnSignatureFn)(void);
-/* Reads inputs[i].shape (data may be NULL) and writes every outputs[i].shape. */
+/* Reads inputs[i].shape and writes every outputs[i].shape. inputs[i].data may be NULL, except
+ * for an input whose values decide shapes (a shape or slice bounds given as an input): its
+ * data is read, and NULL data is reported (KILN_SHAPE_ERROR_NO_DATA). */
 typedef int32_t (*KilnInferShapesFn)(KilnEnv* env, DLTensor* inputs, DLTensor* outputs);
 /* Checks input and output shapes, then computes outputs[i].data from inputs[i].data. */
 typedef int32_t (*KilnRunFn)(KilnEnv* env, DLTensor* inputs, DLTensor* outputs);

@@ -47,7 +47,9 @@ int32_t kiln_model_tensor_ndim(const KilnModel* model, int32_t is_output, int32_
 const char* kiln_model_tensor_dim(const KilnModel* model, int32_t is_output, int32_t index,
                                   int32_t dim);
 
-/* Computes every output's shape from the inputs' shapes (their data may be NULL).
+/* Computes every output's shape from the inputs' shapes. Their data may be NULL, except for
+ * an input whose values decide output shapes (a reshape target given as an input, say): its
+ * data must be given, and NULL is an error that names it.
  * output_shapes[i] points to kiln_model_tensor_ndim(model, 1, i) values to fill. */
 int kiln_model_output_shapes(const KilnModel* model, const DLTensor* inputs, int32_t num_inputs,
                              int64_t* const* output_shapes, int32_t num_outputs);

@@ -1,0 +1,26 @@
+// What one compilation asks of the passes beyond the module itself, and what they leave
+// behind for the manifest. Passes that need none of it ignore it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "compiler/arith/expr.h"
+#include "compiler/ir/target.h"
+
+namespace kiln::ir {
+
+struct PassContext {
+  Target target;
+  // User upper bounds of symbolic dims ("seq" -> 4096), for memory planning.
+  std::map<std::string, int64_t> dim_bounds;
+
+  // Memory planning's result, in terms of the inputs' symbolic dims: the workspace the
+  // artifact allocates per run (storage shared across non-overlapping lifetimes) and what it
+  // would need if every intermediate had its own storage. Null until host lowering ran.
+  arith::PrimExpr workspace_bytes;
+  arith::PrimExpr no_reuse_bytes;
+};
+
+}  // namespace kiln::ir

@@ -1,0 +1,432 @@
+// The conv rule: legalize's direct 2-D convolution over f32 (DirectConv in
+// transform/legalize_nn_conv.cc, maybe with a fused epilogue), restructured as an implicit
+// GEMM with output channels in the vector lanes:
+//
+//   for n
+//     for ocb (blocks of OCB output channels: two vectors)
+//       allocate wp[cg * KH * KW][OCB]; pack w[ocb block, c, kh, kw] into it, zero past M
+//       for oh (parallel)
+//         for owt (tiles of P output columns)
+//           acc[P][OCB] = 0
+//           for c, kh: if the input row is inside: for kw:
+//             acc[p][lane] += x[n, ch, ih, iw(p)] * wp[c, kh, kw][lane]   (P x OCB, unrolled)
+//           epilogue(acc[p][lane]) stored to out[n, oc, oh, ow] (oc < M, ow < OW)
+//
+// acc is unrolled to constant indices, so it lives in vector registers: one broadcast of x and
+// OCB / lanes vector FMAs per column. A tile whose every tap lies inside the input (most of
+// them) reads x unchecked; a border tile reads zero where a tap falls in the padding. Each
+// output element sums its (c, kh, kw) products in the interpreter's order, in f32 as the
+// matmul rule does, on one thread whatever the thread count.
+#include "compiler/schedule/conv_rule.h"
+
+#include "compiler/arith/analyzer.h"
+#include "compiler/schedule/schedule_util.h"
+
+namespace kiln::schedule {
+namespace {
+
+using arith::Buffer;
+using arith::DataType;
+using arith::ExprKind;
+using arith::PrimExpr;
+using ir::ForKind;
+using ir::Stmt;
+using ir::StmtKind;
+using ir::StmtNode;
+
+// Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
+constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
+
+PrimExpr Le(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kLE, a, b); }
+PrimExpr And(PrimExpr a, PrimExpr b) {
+  if (!a) return b;
+  if (!b) return a;
+  return arith::Binary(ExprKind::kAnd, a, b);
+}
+
+bool UsesAny(const PrimExpr& e, const std::vector<PrimExpr>& vars) {
+  for (const PrimExpr& v : arith::FreeVars(e)) {
+    for (const PrimExpr& var : vars) {
+      if (v.get() == var.get()) return true;
+    }
+  }
+  return false;
+}
+
+PrimExpr StripCast(const PrimExpr& e) { return e->kind == ExprKind::kCast ? e->args[0] : e; }
+
+// The terms of a conjunction.
+void SplitAnd(const PrimExpr& e, std::vector<PrimExpr>& terms) {
+  if (e->kind == ExprKind::kAnd) {
+    SplitAnd(e->args[0], terms);
+    SplitAnd(e->args[1], terms);
+  } else {
+    terms.push_back(e);
+  }
+}
+
+// What the rule reads off legalize's conv kernel.
+struct Conv {
+  PrimExpr n, m, oh, ow;                    // output loop variables i0..i3
+  PrimExpr batch, channels, height, width;  // their extents
+  PrimExpr c, kh, kw;                       // reduction variables
+  int64_t cg, taps_h, taps_w;               // their extents
+  PrimExpr row_ok, col_ok;                  // the tap's bounds check, split by axis
+  Buffer x, w, acc;
+  std::vector<PrimExpr> x_indices;  // x[n, ch(m, c), ih(oh, kh), iw(ow, kw)]
+  DataType acc_t;
+  std::vector<Stmt> epilogue;  // stores to out[n, m, oh, ow] reading acc[0]
+};
+
+std::optional<int64_t> ConstExtent(const StmtNode& loop) {
+  if (loop.extent->kind != ExprKind::kIntImm || !loop.min->is_const_int(0)) return {};
+  return loop.extent->int_value;
+}
+
+// Every epilogue statement stores to out[n, m, oh, ow] (an element's own slot).
+bool IsElementwiseEpilogue(const Stmt& s, const std::vector<PrimExpr>& idx) {
+  if (s->kind != StmtKind::kStore || s->buffer->dtype != DataType::Float(32)) return false;
+  if (s->indices.size() != idx.size()) return false;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (!IsVar(s->indices[d], idx[d])) return false;
+  }
+  return true;
+}
+
+// acc[0] = acc[0] + X * W, X = x[n, ch, ih, iw] and W = w[m, c, kh, kw] (maybe cast).
+bool MatchUpdate(const StmtNode& update, Conv& conv) {
+  if (update.kind != StmtKind::kStore || update.buffer != conv.acc) return false;
+  const PrimExpr& sum = update.value;
+  if (sum->kind != ExprKind::kAdd || sum->args[0]->kind != ExprKind::kLoad ||
+      sum->args[0]->buffer != conv.acc || sum->args[1]->kind != ExprKind::kMul) {
+    return false;
+  }
+  PrimExpr xl = StripCast(sum->args[1]->args[0]), wl = StripCast(sum->args[1]->args[1]);
+  if (xl->kind != ExprKind::kLoad || wl->kind != ExprKind::kLoad) return false;
+  if (xl->buffer->dtype != DataType::Float(32) || wl->buffer->dtype != DataType::Float(32)) {
+    return false;
+  }
+  std::vector<PrimExpr> w_idx = {conv.m, conv.c, conv.kh, conv.kw};
+  if (wl->args.size() != 4 || xl->args.size() != 4) return false;
+  for (size_t d = 0; d < 4; ++d) {
+    if (!IsVar(wl->args[d], w_idx[d])) return false;
+  }
+  if (!IsVar(xl->args[0], conv.n)) return false;
+  conv.x = xl->buffer;
+  conv.w = wl->buffer;
+  conv.x_indices = xl->args;
+  return true;
+}
+
+// Splits the tap's bounds check into its row part (oh, kh) and its column part (ow, kw).
+bool SplitBoundsCheck(const PrimExpr& condition, Conv& conv) {
+  std::vector<PrimExpr> terms;
+  if (condition) SplitAnd(condition, terms);
+  for (const PrimExpr& t : terms) {
+    bool row = UsesAny(t, {conv.oh, conv.kh}), col = UsesAny(t, {conv.ow, conv.kw});
+    if (UsesAny(t, {conv.n, conv.m, conv.c}) || (row && col)) return false;
+    if (col) {
+      conv.col_ok = And(conv.col_ok, t);
+    } else {
+      conv.row_ok = And(conv.row_ok, t);
+    }
+  }
+  return true;
+}
+
+// for c { for kh { for kw { if (check) update } } }
+bool MatchReduction(const Stmt& s, Conv& conv) {
+  const StmtNode* loops[3];
+  Stmt cur = s;
+  for (const StmtNode*& loop : loops) {
+    if (cur->kind != StmtKind::kFor || !ConstExtent(*cur)) return false;
+    loop = cur.get();
+    cur = cur->body;
+  }
+  conv.c = loops[0]->var;
+  conv.kh = loops[1]->var;
+  conv.kw = loops[2]->var;
+  conv.cg = *ConstExtent(*loops[0]);
+  conv.taps_h = *ConstExtent(*loops[1]);
+  conv.taps_w = *ConstExtent(*loops[2]);
+  PrimExpr condition;
+  if (cur->kind == StmtKind::kIfThenElse) {
+    if (cur->else_case) return false;
+    condition = cur->condition;
+    cur = cur->then_case;
+  }
+  return MatchUpdate(*cur, conv) && SplitBoundsCheck(condition, conv);
+}
+
+std::optional<Conv> MatchConv(const Stmt& body) {
+  std::vector<const StmtNode*> loops;
+  Stmt cur = body;
+  while (cur->kind == StmtKind::kFor && cur->for_kind == ForKind::kSerial &&
+         cur->min->is_const_int(0) && loops.size() < 4) {
+    loops.push_back(cur.get());
+    cur = cur->body;
+  }
+  if (loops.size() != 4 || cur->kind != StmtKind::kAllocate) return {};
+  Conv conv;
+  conv.n = loops[0]->var;
+  conv.m = loops[1]->var;
+  conv.oh = loops[2]->var;
+  conv.ow = loops[3]->var;
+  conv.batch = loops[0]->extent;
+  conv.channels = loops[1]->extent;
+  conv.height = loops[2]->extent;
+  conv.width = loops[3]->extent;
+  conv.acc = cur->buffer;
+  conv.acc_t = conv.acc->dtype;
+  if (!conv.acc_t.is_float() || conv.acc->shape.size() != 1) return {};
+  const Stmt& seq = cur->body;
+  if (seq->kind != StmtKind::kSeq || seq->seq.size() < 3) return {};
+  const StmtNode& init = *seq->seq[0];
+  if (init.kind != StmtKind::kStore || init.buffer != conv.acc ||
+      init.value->kind != ExprKind::kFloatImm || init.value->float_value != 0) {
+    return {};
+  }
+  if (!MatchReduction(seq->seq[1], conv)) return {};
+  std::vector<PrimExpr> idx = {conv.n, conv.m, conv.oh, conv.ow};
+  for (size_t s = 2; s < seq->seq.size(); ++s) {
+    if (!IsElementwiseEpilogue(seq->seq[s], idx)) return {};
+    conv.epilogue.push_back(seq->seq[s]);
+  }
+  return conv;
+}
+
+class ConvTiler {
+ public:
+  ConvTiler(const Conv& conv, const ir::Target& target)
+      : conv_(conv),
+        lanes_(2 * std::max(4, target.vector_bits / 32)),
+        cols_(target.vector_bits >= 512 ? 14 : 6) {}
+
+  // The channel of x that output channel block `ocb` reads at reduction channel c: the same
+  // for every channel of the block when groups hold whole blocks. nullopt otherwise.
+  std::optional<PrimExpr> BlockChannel(int64_t out_channels, int64_t in_channels) const {
+    if (conv_.cg <= 0 || in_channels % conv_.cg != 0) return {};
+    int64_t groups = in_channels / conv_.cg;
+    if (out_channels % groups != 0) return {};
+    int64_t per_group = out_channels / groups;
+    if (groups != 1 && per_group % lanes_ != 0) return {};
+    return Replace(conv_.x_indices[1], {conv_.m, conv_.c}, {ocb_ * I(lanes_), c_});
+  }
+
+  bool Fits() const { return Depth() * lanes_ * 4 <= kMaxPackedWeightBytes; }
+
+  std::optional<Stmt> Build() {
+    if (conv_.channels->kind != ExprKind::kIntImm || !Fits()) return {};
+    const PrimExpr& in_channels = conv_.x->shape[1];
+    if (in_channels->kind != ExprKind::kIntImm) return {};
+    std::optional<PrimExpr> channel =
+        BlockChannel(conv_.channels->int_value, in_channels->int_value);
+    if (!channel) return {};
+    channel_ = *channel;
+    Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kParallel,
+                     Loop(owt_, CeilDiv(conv_.width, cols_), ForKind::kSerial, Tile()));
+    Stmt block = ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
+    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                Loop(ocb_, CeilDiv(conv_.channels, lanes_), ForKind::kSerial, block));
+  }
+
+ private:
+  int64_t Depth() const { return conv_.cg * conv_.taps_h * conv_.taps_w; }
+  PrimExpr M() const { return conv_.channels; }
+  PrimExpr Oc() const { return ocb_ * I(lanes_) + lane_; }
+  PrimExpr Ow() const { return owt_ * I(cols_) + col_; }
+  PrimExpr Tap(const PrimExpr& c, const PrimExpr& kh, const PrimExpr& kw) const {
+    return (c * I(conv_.taps_h) + kh) * I(conv_.taps_w) + kw;
+  }
+
+  // wp[c, kh, kw][lane] = w[oc, c, kh, kw], zero past M.
+  Stmt PackWeights() const {
+    PrimExpr c = arith::MakeVar("pc"), kh = arith::MakeVar("pkh"), kw = arith::MakeVar("pkw");
+    PrimExpr lane = arith::MakeVar("plane");
+    PrimExpr oc = ocb_ * I(lanes_) + lane;
+    PrimExpr w = arith::Load(conv_.w, {arith::Min(oc, M() - I(1)), c, kh, kw});
+    Stmt store = ir::Store(packed_, {Tap(c, kh, kw), lane},
+                           arith::Select(Lt(oc, M()), w, arith::FloatImm(0)));
+    return Loop(c, I(conv_.cg), ForKind::kSerial,
+                Loop(kh, I(conv_.taps_h), ForKind::kSerial,
+                     Loop(kw, I(conv_.taps_w), ForKind::kSerial,
+                          Loop(lane, I(lanes_), ForKind::kVectorized, store))));
+  }
+
+  // for col, lane (unrolled): body
+  Stmt OverTile(Stmt body, ForKind lanes = ForKind::kUnrolled) const {
+    return Loop(col_, I(cols_), ForKind::kUnrolled, Loop(lane_, I(lanes_), lanes, std::move(body)));
+  }
+
+  // x at column `col` of the tile and tap (c, kh, kw); a border tile clamps the column into
+  // the output and reads zero where the tap falls in the padding.
+  PrimExpr XValue(bool checked, const PrimExpr& kw) const {
+    PrimExpr ow = checked ? arith::Min(Ow(), conv_.width - I(1)) : Ow();
+    std::vector<PrimExpr> from = {conv_.ow, conv_.kw};
+    std::vector<PrimExpr> to = {ow, kw};
+    PrimExpr iw = Replace(conv_.x_indices[3], from, to);
+    std::vector<PrimExpr> at = {conv_.n, channel_, conv_.x_indices[2], iw};
+    at[2] = Replace(at[2], {conv_.kh}, {kh_});
+    if (!checked || !conv_.col_ok) return arith::Load(conv_.x, at);
+    PrimExpr inside = Replace(conv_.col_ok, from, to);
+    at[3] = arith::Max(I(0), arith::Min(iw, conv_.x->shape[3] - I(1)));
+    return arith::Select(inside, arith::Load(conv_.x, at), arith::FloatImm(0));
+  }
+
+  Stmt Reduce(bool checked) const {
+    PrimExpr acc = arith::Load(acc_, {col_, lane_});
+    PrimExpr w = arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
+    Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked, kw_) * w),
+                           ForKind::kVectorized);
+    Stmt taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, update);
+    if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
+    return Loop(c_, I(conv_.cg), ForKind::kSerial,
+                Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps));
+  }
+
+  // Every tap of every column of the tile lies inside the input: the column check holds at
+  // the first column's first tap and the last column's last tap (the input column grows with
+  // both), and the tile ends inside the output.
+  PrimExpr Interior() const {
+    PrimExpr first = owt_ * I(cols_);
+    PrimExpr last = first + I(cols_ - 1);
+    PrimExpr full = Le(first + I(cols_), conv_.width);
+    if (!conv_.col_ok) return full;
+    return And(full, And(Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {first, I(0)}),
+                         Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {last, I(conv_.taps_w - 1)})));
+  }
+
+  // The kernel's epilogue at (n, oc, oh, ow), reading the finished sum from acc.
+  Stmt Epilogue() const {
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, {col_, lane_}));
+    std::vector<PrimExpr> from = {conv_.m, conv_.ow}, to = {Oc(), Ow()};
+    auto rewrite = [&](const PrimExpr& e) {
+      PrimExpr r = arith::Substitute(e, [&](const PrimExpr& x) -> PrimExpr {
+        if (x->kind == ExprKind::kLoad && x->buffer == conv_.acc) return sum;
+        return nullptr;
+      });
+      return Replace(r, from, to);
+    };
+    std::vector<Stmt> stores;
+    for (const Stmt& s : conv_.epilogue) {
+      std::vector<PrimExpr> at;
+      for (const PrimExpr& i : s->indices) at.push_back(Replace(i, from, to));
+      stores.push_back(ir::Store(s->buffer, at, rewrite(s->value)));
+    }
+    return ir::IfThenElse(And(Lt(Oc(), M()), Lt(Ow(), conv_.width)), ir::Seq(stores));
+  }
+
+  Stmt Tile() const {
+    Stmt zero = OverTile(ir::Store(acc_, {col_, lane_}, arith::FloatImm(0)));
+    Stmt reduce = ir::IfThenElse(Interior(), Reduce(false), Reduce(true));
+    return ir::Allocate(acc_, ir::Seq({zero, reduce, OverTile(Epilogue())}));
+  }
+
+  const Conv& conv_;
+  const int64_t lanes_;  // OCB: output channels per block, two vectors of f32
+  const int64_t cols_;   // P: output columns per register tile
+  PrimExpr channel_;
+  PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt");
+  PrimExpr col_ = arith::MakeVar("col"), lane_ = arith::MakeVar("lane");
+  PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
+  Buffer packed_ = arith::MakeBuffer("packed_w", DataType::Float(32), {I(Depth()), I(lanes_)});
+  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
+};
+
+// The form for convolutions the tiler does not take (depthwise, small groups): each output row
+// accumulates in place, one tap at a time, over the columns where that tap lies inside the
+// input, a vector loop with no bounds check:
+//
+//   for n; for m (parallel); for oh
+//     out[n, m, oh, :] = 0
+//     for c, kh: if the input row is inside: for kw
+//       for ow in [first, end) of the columns whose tap kw is inside (vectorized):
+//         out[n, m, oh, ow] += x[n, ch, ih, ow * s + base(kw)] * w[m, c, kh, kw]
+//     epilogue over the row
+//
+// Each element still sums its (c, kh, kw) products in order.
+class RowConv {
+ public:
+  explicit RowConv(const Conv& conv) : conv_(conv) {}
+
+  std::optional<Stmt> Build() {
+    if (conv_.epilogue.empty() || !StrideAndBase()) return {};
+    Stmt row = ir::Seq({Row(ir::Store(Out(), At(ow_), arith::FloatImm(0))), Taps(), Epilogue()});
+    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                Loop(conv_.m, conv_.channels, ForKind::kParallel,
+                     Loop(conv_.oh, conv_.height, ForKind::kSerial, row)));
+  }
+
+ private:
+  const Buffer& Out() const { return conv_.epilogue.front()->buffer; }
+  std::vector<PrimExpr> At(const PrimExpr& ow) const { return {conv_.n, conv_.m, conv_.oh, ow}; }
+  Stmt Row(Stmt body) const {
+    return Loop(ow_, conv_.width, ForKind::kVectorized, std::move(body));
+  }
+
+  // The input column is ow * stride + base(kw); the stride must be a constant.
+  bool StrideAndBase() {
+    const PrimExpr& iw = conv_.x_indices[3];
+    arith::Analyzer analyzer;
+    PrimExpr s =
+        analyzer.Simplify(Replace(iw, {conv_.ow}, {I(1)}) - Replace(iw, {conv_.ow}, {I(0)}));
+    if (s->kind != ExprKind::kIntImm || s->int_value < 1) return false;
+    stride_ = s->int_value;
+    return true;
+  }
+
+  // for ow in the columns where tap kw reads inside the input: 0 <= ow * s + base < W.
+  Stmt Columns(Stmt body) const {
+    PrimExpr base = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {I(0), kw_});
+    PrimExpr first = arith::Max(I(0), arith::FloorDiv(I(stride_ - 1) - base, I(stride_)));
+    PrimExpr end = arith::Min(conv_.width,
+                              arith::FloorDiv(conv_.x->shape[3] - I(1) - base, I(stride_)) + I(1));
+    return ir::For(ow_, first, end - first, ForKind::kVectorized, std::move(body));
+  }
+
+  Stmt Taps() const {
+    std::vector<PrimExpr> from = {conv_.ow, conv_.c, conv_.kh, conv_.kw};
+    std::vector<PrimExpr> to = {ow_, c_, kh_, kw_};
+    std::vector<PrimExpr> at;
+    for (const PrimExpr& i : conv_.x_indices) at.push_back(Replace(i, from, to));
+    PrimExpr w = arith::Load(conv_.w, {conv_.m, c_, kh_, kw_});
+    PrimExpr sum = arith::Load(Out(), At(ow_)) + arith::Load(conv_.x, at) * w;
+    Stmt taps =
+        Loop(kw_, I(conv_.taps_w), ForKind::kSerial, Columns(ir::Store(Out(), At(ow_), sum)));
+    if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
+    return Loop(c_, I(conv_.cg), ForKind::kSerial,
+                Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps));
+  }
+
+  // The kernel's epilogue over the row, reading the sum from out (every epilogue statement
+  // stores to the element it reads).
+  Stmt Epilogue() const {
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(Out(), At(ow_)));
+    std::vector<Stmt> stores;
+    for (const Stmt& s : conv_.epilogue) {
+      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& x) -> PrimExpr {
+        if (x->kind == ExprKind::kLoad && x->buffer == conv_.acc) return sum;
+        return nullptr;
+      });
+      stores.push_back(ir::Store(s->buffer, At(ow_), Replace(value, {conv_.ow}, {ow_})));
+    }
+    return Row(ir::Seq(stores));
+  }
+
+  const Conv& conv_;
+  int64_t stride_ = 1;
+  PrimExpr ow_ = arith::MakeVar("ow");
+  PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
+};
+
+}  // namespace
+
+std::optional<Stmt> ScheduleConv(const Stmt& body, const ir::Target& target) {
+  std::optional<Conv> conv = MatchConv(body);
+  if (!conv) return std::nullopt;
+  std::optional<Stmt> tiled = ConvTiler(*conv, target).Build();
+  if (tiled) return tiled;
+  return RowConv(*conv).Build();
+}
+
+}  // namespace kiln::schedule

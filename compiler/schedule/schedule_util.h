@@ -1,0 +1,23 @@
+// Expression and loop builders the matmul and conv rules both use.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/ir/loop.h"
+
+namespace kiln::schedule {
+
+arith::PrimExpr I(int64_t v);
+arith::PrimExpr Lt(arith::PrimExpr a, arith::PrimExpr b);
+arith::PrimExpr CeilDiv(arith::PrimExpr a, int64_t b);
+bool IsVar(const arith::PrimExpr& e, const arith::PrimExpr& var);
+
+// `e` with each variable in `from` replaced by the expression at the same place in `to`.
+arith::PrimExpr Replace(const arith::PrimExpr& e, const std::vector<arith::PrimExpr>& from,
+                        const std::vector<arith::PrimExpr>& to);
+
+// for var in [0, extent) of `kind`.
+ir::Stmt Loop(const arith::PrimExpr& var, arith::PrimExpr extent, ir::ForKind kind, ir::Stmt body);
+
+}  // namespace kiln::schedule

@@ -1,0 +1,169 @@
+// The conv rule, end to end: convolutions (with fused bias, residual add and relu) compiled for
+// a target, run through the runtime on one and three threads, compared with the reference
+// interpreter. Channel counts are no multiple of the 8- or 16-channel block, output widths no
+// multiple of the 6-column tile, and the batch is 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "compiler/driver/driver.h"
+#include "compiler/interp/interpreter.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/schedule_check.h"
+
+namespace kiln::testing {
+namespace {
+
+std::vector<float> RandomValues(int64_t count, int seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(count);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+ir::NDArray Random(std::vector<int64_t> shape, int seed) {
+  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
+  std::vector<float> v = RandomValues(a.num_elements(), seed);
+  for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, v[i]);
+  return a;
+}
+
+// One convolution: x[2, c, h, w] * w[m, c / group, k, k], with a bias and a relu, and with a
+// residual input added before the relu when `residual`.
+struct ConvCase {
+  std::string name;
+  int64_t c, m, h, w, k;
+  int64_t stride = 1, dilation = 1, group = 1;
+  std::vector<int64_t> pads = {0, 0, 0, 0};  // top, left, bottom, right
+  bool residual = false;
+
+  int64_t OutDim(int64_t in, int64_t begin, int64_t end) const {
+    return (in + begin + end - dilation * (k - 1) - 1) / stride + 1;
+  }
+  std::vector<int64_t> OutShape() const {
+    return {2, m, OutDim(h, pads[0], pads[2]), OutDim(w, pads[1], pads[3])};
+  }
+
+  std::string Model() const {
+    OnnxBuilder b;
+    b.Input("x", {"n", c, h, w});
+    b.FloatInitializer("w", {m, c / group, k, k}, RandomValues(m * (c / group) * k * k, 11));
+    b.FloatInitializer("b", {m}, RandomValues(m, 12));
+    std::vector<int64_t> out = OutShape();
+    onnx::NodeProto& conv = b.Node("Conv", {"x", "w", "b"}, {"y"});
+    OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
+    OnnxBuilder::IntsAttr(conv, "dilations", {dilation, dilation});
+    OnnxBuilder::IntsAttr(conv, "pads", pads);
+    OnnxBuilder::IntAttr(conv, "group", group);
+    std::string before_relu = "y";
+    if (residual) {
+      b.Input("r", {"n", m, out[2], out[3]});
+      b.Node("Add", {"y", "r"}, {"s"});
+      before_relu = "s";
+    }
+    b.Node("Relu", {before_relu}, {"z"});
+    b.Output("z", {"n", m, out[2], out[3]});
+    return b.Serialize();
+  }
+};
+
+std::vector<ConvCase> Cases() {
+  return {
+      {.name = "3x3_pad1", .c = 5, .m = 19, .h = 11, .w = 11, .k = 3, .pads = {1, 1, 1, 1}},
+      {.name = "stride2_asymmetric_pads",
+       .c = 4,
+       .m = 13,
+       .h = 10,
+       .w = 15,
+       .k = 3,
+       .stride = 2,
+       .pads = {1, 0, 0, 2}},
+      {.name = "dilation2",
+       .c = 3,
+       .m = 17,
+       .h = 9,
+       .w = 13,
+       .k = 3,
+       .dilation = 2,
+       .pads = {2, 2, 2, 2}},
+      {.name = "stem_7x7_stride2",
+       .c = 3,
+       .m = 8,
+       .h = 23,
+       .w = 23,
+       .k = 7,
+       .stride = 2,
+       .pads = {3, 3, 3, 3}},
+      {.name = "1x1_residual", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true},
+      {.name = "3x3_residual",
+       .c = 9,
+       .m = 21,
+       .h = 7,
+       .w = 7,
+       .k = 3,
+       .pads = {1, 1, 1, 1},
+       .residual = true},
+      {.name = "groups_of_whole_blocks",
+       .c = 6,
+       .m = 32,
+       .h = 8,
+       .w = 8,
+       .k = 3,
+       .group = 2,
+       .pads = {1, 1, 1, 1}},
+      {.name = "groups_of_3", .c = 6, .m = 9, .h = 8, .w = 8, .k = 3, .group = 3},
+      {.name = "depthwise",
+       .c = 10,
+       .m = 10,
+       .h = 9,
+       .w = 14,
+       .k = 3,
+       .stride = 2,
+       .group = 10,
+       .pads = {1, 1, 1, 1}},
+      {.name = "depthwise_stride1",
+       .c = 11,
+       .m = 11,
+       .h = 7,
+       .w = 20,
+       .k = 3,
+       .group = 11,
+       .pads = {1, 1, 1, 1}},
+  };
+}
+
+class ScheduleConvTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScheduleConvTest, ConvIsTiledWithPackedWeights) {
+  std::string kernels = ScheduledKernels(Cases()[0].Model(), GetParam());
+  EXPECT_NE(kernels.find("packed_w"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
+}
+
+TEST_P(ScheduleConvTest, ConvsMatchTheInterpreterOnOneAndThreeThreads) {
+  for (const ConvCase& conv : Cases()) {
+    SCOPED_TRACE(conv.name);
+    std::string onnx = conv.Model();
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    Compiled compiled(onnx, GetParam());
+    std::vector<int64_t> out = conv.OutShape();
+    std::vector<ir::NDArray> inputs = {Random({2, conv.c, conv.h, conv.w}, 1)};
+    if (conv.residual) inputs.push_back(Random(out, 2));
+    auto expected = interp::Run(*module, inputs);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ir::NDArray one = compiled.Run(inputs, out, 1);
+    ExpectClose(one, (*expected)[0], "threads=1");
+    ir::NDArray three = compiled.Run(inputs, out, 3);
+    EXPECT_EQ(std::memcmp(one.bytes.data(), three.bytes.data(), one.bytes.size()), 0)
+        << "results differ between 1 and 3 threads";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, ScheduleConvTest, ::testing::Values("x86_64", "x86_64-v3"));
+
+}  // namespace
+}  // namespace kiln::testing
