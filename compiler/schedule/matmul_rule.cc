@@ -10,11 +10,14 @@
 //           acc[MR][NR] = C tile (0 for the first kc block)
 //           for kk: acc[ii][jj] += A[row ii, kk] * Bp[jp][kk][jj]   (MR x NR, unrolled)
 //           C tile = acc (rows < M, columns < N)
+//   for i (parallel), j (vectorized): the fused epilogue, if any (C = relu(C + bias), ...)
 //
 // acc is unrolled to constant indices, so it lives in vector registers; the update is one
 // broadcast of A and NR / lanes vector FMAs per row. Rows past M read row M - 1 (clamped),
 // columns past N read zeros from the packed panel; neither is ever stored. Each C element
 // still sums k in order, one block after another, as the interpreter does.
+#include <functional>
+
 #include "compiler/arith/check.h"
 #include "compiler/schedule/rules.h"
 #include "compiler/schedule/schedule_util.h"
@@ -51,6 +54,8 @@ struct Matmul {
   PrimExpr k, depth;  // reduction variable and extent
   Buffer c;
   PrimExpr a_load, b_load;  // A[.., i, k] and B[.., k, j]
+  // Stores fusion appended after the sum, each C[b.., i, j] = f(C[b.., i, j], other loads).
+  std::vector<Stmt> epilogue;
 };
 
 bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
@@ -62,8 +67,30 @@ bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
 
 bool IsZero(const PrimExpr& e) { return e->kind == ExprKind::kFloatImm && e->float_value == 0; }
 
-// for b.. { for i { for j { C[b.., i, j] = 0; for k { C[..] = C[..] + X * Y } } } }, with X
-// free of j and Y free of i.
+bool AtLoopVars(const std::vector<PrimExpr>& indices, const std::vector<const StmtNode*>& loops) {
+  if (indices.size() != loops.size()) return false;
+  for (size_t d = 0; d < loops.size(); ++d) {
+    if (!IsVar(indices[d], loops[d]->var)) return false;
+  }
+  return true;
+}
+
+// C[b.., i, j] = f(...) where f reads C only at [b.., i, j]: each element's epilogue needs
+// only its own finished sum, so it may run after the whole tiled product.
+bool IsElementwiseEpilogue(const StmtNode& s, const Buffer& c,
+                           const std::vector<const StmtNode*>& loops) {
+  if (s.kind != StmtKind::kStore || s.buffer != c || !AtLoopVars(s.indices, loops)) return false;
+  bool ok = true;
+  std::function<void(const PrimExpr&)> check = [&](const PrimExpr& e) {
+    if (e->kind == ExprKind::kLoad && e->buffer == c) ok &= AtLoopVars(e->args, loops);
+    for (const PrimExpr& arg : e->args) check(arg);
+  };
+  check(s.value);
+  return ok;
+}
+
+// for b.. { for i { for j { C[b.., i, j] = 0; for k { C[..] = C[..] + X * Y }; epilogue } } },
+// with X free of j and Y free of i.
 std::optional<Matmul> MatchMatmul(const Stmt& body) {
   std::vector<const StmtNode*> loops;
   Stmt cur = body;
@@ -72,7 +99,7 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
     loops.push_back(cur.get());
     cur = cur->body;
   }
-  if (loops.size() < 2 || cur->kind != StmtKind::kSeq || cur->seq.size() != 2) return {};
+  if (loops.size() < 2 || cur->kind != StmtKind::kSeq || cur->seq.size() < 2) return {};
   const StmtNode& init = *cur->seq[0];
   const StmtNode& reduce = *cur->seq[1];
   if (init.kind != StmtKind::kStore || !IsZero(init.value)) return {};
@@ -104,6 +131,10 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
     if (load->kind != ExprKind::kLoad || load->buffer == m.c) return {};
   }
   if (UsesVar(m.a_load, m.j->var) || UsesVar(m.b_load, m.i->var)) return {};
+  for (size_t s = 2; s < cur->seq.size(); ++s) {
+    if (!IsElementwiseEpilogue(*cur->seq[s], m.c, loops)) return {};
+    m.epilogue.push_back(cur->seq[s]);
+  }
   return m;
 }
 
@@ -120,6 +151,7 @@ class MatmulTiler {
     if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
     Stmt body =
         Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel, ir::Allocate(packed_, blocks));
+    if (!m_.epilogue.empty()) body = ir::Seq({body, Epilogue()});
     for (auto loop = m_.batch_loops.rbegin(); loop != m_.batch_loops.rend(); ++loop) {
       body = Loop((*loop)->var, (*loop)->extent, ForKind::kSerial, body);
     }
@@ -208,6 +240,12 @@ class MatmulTiler {
     return Loop(it_, CeilDiv(M(), rows_), ForKind::kSerial,
                 pack_a_ ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
                         : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix));
+  }
+
+  // The fused element-wise stores, once per element after the product is complete.
+  Stmt Epilogue() const {
+    return Loop(m_.i->var, M(), ForKind::kParallel,
+                Loop(m_.j->var, N(), ForKind::kVectorized, ir::Seq(m_.epilogue)));
   }
 
   const Matmul& m_;

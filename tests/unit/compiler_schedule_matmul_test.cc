@@ -76,6 +76,38 @@ TEST_P(ScheduleMatmulTest, SmallAndBatchedMatmulsMatchTheInterpreter) {
   }
 }
 
+// Fusion appends bias, residual and activation to the matmul; the tiled form applies them
+// after the product, once per element.
+TEST_P(ScheduleMatmulTest, FusedEpilogueKeepsTheTiledForm) {
+  OnnxBuilder b;
+  b.Input("a", {"m", 300});
+  b.Input("b", {300, 150});
+  b.Input("bias", {150});
+  b.Input("residual", {"m", 150});
+  b.Node("MatMul", {"a", "b"}, {"mm"});
+  b.Node("Add", {"mm", "bias"}, {"biased"});
+  b.Node("Add", {"biased", "residual"}, {"sum"});
+  b.Node("Relu", {"sum"}, {"y"});
+  b.Output("y", {"m", 150});
+  std::string onnx = b.Serialize();
+  std::string kernels = ScheduledKernels(onnx, GetParam());
+  EXPECT_NE(kernels.find("fused_matmul_add_add_relu"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("packed_b"), std::string::npos) << kernels;
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  for (int64_t m : {1, 13}) {
+    std::vector<ir::NDArray> in = {Random({m, 300}, 5), Random({300, 150}, 6), Random({150}, 7),
+                                   Random({m, 150}, 8)};
+    auto expected = interp::Run(*module, in);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int threads : {1, 3}) {
+      ExpectClose(compiled.Run(in, {m, 150}, threads), (*expected)[0],
+                  "m=" + std::to_string(m) + " threads=" + std::to_string(threads));
+    }
+  }
+}
+
 // One-output models over x: f32[n, 300], compiled and run on 1 and 3 threads.
 void ExpectLikeInterpreter(const OnnxBuilder& b, const std::string& target,
                            std::vector<int64_t> out_shape) {
