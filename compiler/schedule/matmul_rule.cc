@@ -16,9 +16,21 @@
 // broadcast of A and NR / lanes vector FMAs per row. Rows past M read row M - 1 (clamped),
 // columns past N read zeros from the packed panel; neither is ever stored. Each C element
 // still sums k in order, one block after another, as the interpreter does.
+//
+// One row (M = 1, single-token decode) is a matrix-vector product: the tile would waste
+// MR - 1 of its rows and packing B would copy it once to read it once. It gets its own form:
+//
+//   for jc (blocks of kBlockCols columns, parallel)
+//     for jp (NR-wide panels; the last one as wide as what is left of N)
+//       acc[NR] = 0
+//       for k: acc[jj] += A[0, k] * B[k, col]   (B read in place: row-major, contiguous in j)
+//       C[0, col] = acc[jj], then the fused epilogue on that element
+//
+// Each C element still sums k in order. A symbolic M picks the form at run time (M == 1).
 #include <functional>
 
 #include "compiler/arith/check.h"
+#include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/rules.h"
 #include "compiler/schedule/schedule_util.h"
 
@@ -145,6 +157,7 @@ class MatmulTiler {
   MatmulTiler(const Matmul& m, const ir::Target& target)
       : m_(m), cols_(2 * std::max(4, target.vector_bits / 32)), rows_(TileRows(target)) {}
 
+  // One batch element's product; the batch loops' variables are free in it.
   Stmt Build() {
     Stmt blocks =
         Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, ir::Seq({PackB(), ComputeTiles()}));
@@ -152,9 +165,6 @@ class MatmulTiler {
     Stmt body =
         Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel, ir::Allocate(packed_, blocks));
     if (!m_.epilogue.empty()) body = ir::Seq({body, Epilogue()});
-    for (auto loop = m_.batch_loops.rbegin(); loop != m_.batch_loops.rend(); ++loop) {
-      body = Loop((*loop)->var, (*loop)->extent, ForKind::kSerial, body);
-    }
     return body;
   }
 
@@ -261,12 +271,89 @@ class MatmulTiler {
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(cols_)});
 };
 
+// The one-row form (see the header comment): B read in place, one panel of NR columns at a
+// time, no packing and no row tile.
+class MatvecTiler {
+ public:
+  MatvecTiler(const Matmul& m, const ir::Target& target)
+      : m_(m), cols_(2 * std::max(4, target.vector_bits / 32)) {}
+
+  // One batch element's product; the batch loops' variables are free in it.
+  Stmt Build() const {
+    PrimExpr base = jc_ * I(kBlockCols) + jp_ * I(cols_);
+    Stmt panel = ir::IfThenElse(Lt(base + I(cols_ - 1), N()), Panel(base, I(cols_)),
+                                Panel(base, N() - base));
+    return Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel,
+                Loop(jp_, I(kBlockCols / cols_), ForKind::kSerial,
+                     ir::IfThenElse(Lt(base, N()), panel)));
+  }
+
+ private:
+  PrimExpr N() const { return m_.j->extent; }
+
+  std::vector<PrimExpr> CIndices(PrimExpr col) const {
+    std::vector<PrimExpr> at;
+    for (const StmtNode* b : m_.batch_loops) at.push_back(b->var);
+    at.push_back(I(0));
+    at.push_back(std::move(col));
+    return at;
+  }
+
+  // Columns [base, base + width): width is NR (constant, so acc lives in registers) or the
+  // remainder of N. Fresh loop variables and acc per call: each is bound by one loop.
+  Stmt Panel(const PrimExpr& base, const PrimExpr& width) const {
+    PrimExpr k = arith::MakeVar("mvk");
+    PrimExpr zj = arith::MakeVar("mvz"), uj = arith::MakeVar("mvj"), sj = arith::MakeVar("mvs");
+    Buffer acc = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_)});
+    PrimExpr a = Replace(m_.a_load, {m_.i->var, m_.k}, {I(0), k});
+    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j->var}, {k, base + uj});
+    PrimExpr sum = arith::Load(acc, {uj}) + a * b;
+    Stmt zero = Loop(zj, width, ForKind::kVectorized, ir::Store(acc, {zj}, arith::FloatImm(0)));
+    Stmt update = Loop(k, m_.depth, ForKind::kSerial,
+                       Loop(uj, width, ForKind::kVectorized, ir::Store(acc, {uj}, sum)));
+    Stmt store = Loop(sj, width, ForKind::kVectorized, StoreAndFinish(base + sj, acc, sj));
+    return ir::Allocate(acc, ir::Seq({zero, update, store}));
+  }
+
+  // C[b.., 0, col] = acc[jj], then the fused epilogue on that element.
+  Stmt StoreAndFinish(const PrimExpr& col, const Buffer& acc, const PrimExpr& jj) const {
+    std::vector<Stmt> stmts = {ir::Store(m_.c, CIndices(col), arith::Load(acc, {jj}))};
+    for (const Stmt& s : m_.epilogue) {
+      stmts.push_back(ir::SubstituteStmt(s, [&](const PrimExpr& x) -> PrimExpr {
+        if (x.get() == m_.i->var.get()) return I(0);
+        if (x.get() == m_.j->var.get()) return col;
+        return nullptr;
+      }));
+    }
+    return ir::Seq(stmts);
+  }
+
+  const Matmul& m_;
+  const int64_t cols_;  // NR: two vectors of f32
+  PrimExpr jc_ = arith::MakeVar("jc"), jp_ = arith::MakeVar("jp");
+};
+
+// The product for one batch element: one row by the matvec form, several by the tiled one,
+// and a symbolic M by whichever fits at run time.
+Stmt BuildProduct(const Matmul& m, const ir::Target& target) {
+  const PrimExpr& rows = m.i->extent;
+  if (rows->is_const_int(1)) return MatvecTiler(m, target).Build();
+  Stmt tiled = MatmulTiler(m, target).Build();
+  if (rows->kind == ExprKind::kIntImm) return tiled;
+  return ir::IfThenElse(arith::Binary(ExprKind::kEQ, rows, I(1)), MatvecTiler(m, target).Build(),
+                        tiled);
+}
+
 }  // namespace
 
 std::optional<Stmt> ScheduleMatmul(const Stmt& body, const ir::Target& target) {
   std::optional<Matmul> m = MatchMatmul(body);
   if (!m) return std::nullopt;
-  return MatmulTiler(*m, target).Build();
+  Stmt product = BuildProduct(*m, target);
+  for (auto loop = m->batch_loops.rbegin(); loop != m->batch_loops.rend(); ++loop) {
+    product = Loop((*loop)->var, (*loop)->extent, ForKind::kSerial, product);
+  }
+  return product;
 }
 
 }  // namespace kiln::schedule

@@ -108,6 +108,65 @@ TEST_P(ScheduleMatmulTest, FusedEpilogueKeepsTheTiledForm) {
   }
 }
 
+// One row (single-token decode) takes the matrix-vector form: B read in place, never packed.
+// K = 300 and N = 150 leave a partial panel and a partial column block. (Fusion does not yet
+// append bias + relu to a constant one-row matmul; FusedEpilogueKeepsTheTiledForm's m = 1 runs
+// the fused epilogue through this form, chosen at run time.)
+std::string OneRowModel(bool fused) {
+  OnnxBuilder b;
+  b.Input("a", {1, 300});
+  b.Input("b", {300, 150});
+  if (fused) b.Input("bias", {150});
+  b.Node("MatMul", {"a", "b"}, {fused ? "mm" : "y"});
+  if (fused) {
+    b.Node("Add", {"mm", "bias"}, {"biased"});
+    b.Node("Relu", {"biased"}, {"y"});
+  }
+  b.Output("y", {1, 150});
+  return b.Serialize();
+}
+
+TEST_P(ScheduleMatmulTest, OneRowIsAMatrixVectorProduct) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "bias + relu" : "plain");
+    std::string onnx = OneRowModel(fused);
+    std::string kernels = ScheduledKernels(onnx, GetParam());
+    EXPECT_EQ(kernels.find("packed_b"), std::string::npos) << kernels;
+    EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    Compiled compiled(onnx, GetParam());
+    std::vector<ir::NDArray> in = {Random({1, 300}, 9), Random({300, 150}, 10)};
+    if (fused) in.push_back(Random({150}, 11));
+    auto expected = interp::Run(*module, in);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int threads : {1, 3}) {
+      ExpectClose(compiled.Run(in, {1, 150}, threads), (*expected)[0],
+                  "threads=" + std::to_string(threads));
+    }
+  }
+}
+
+TEST_P(ScheduleMatmulTest, BatchedOneRowMatchesTheInterpreter) {
+  OnnxBuilder b;
+  b.Input("a", {2, 1, 64});
+  b.Input("b", {64, 19});
+  b.Node("MatMul", {"a", "b"}, {"y"});
+  b.Output("y", {2, 1, 19});
+  std::string onnx = b.Serialize();
+  EXPECT_EQ(ScheduledKernels(onnx, GetParam()).find("packed_b"), std::string::npos);
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  ir::NDArray x = Random({2, 1, 64}, 12), w = Random({64, 19}, 13);
+  auto expected = interp::Run(*module, {x, w});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (int threads : {1, 3}) {
+    ExpectClose(compiled.Run({x, w}, {2, 1, 19}, threads), (*expected)[0],
+                "threads=" + std::to_string(threads));
+  }
+}
+
 // One-output models over x: f32[n, 300], compiled and run on 1 and 3 threads.
 void ExpectLikeInterpreter(const OnnxBuilder& b, const std::string& target,
                            std::vector<int64_t> out_shape) {
