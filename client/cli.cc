@@ -17,7 +17,7 @@ constexpr char kUsage[] =
     "  kiln run MODEL.onnx --reference --input NAME=FILE ... --out DIR\n"
     "  kiln bench ARTIFACT_DIR [--input NAME=FILE | --shape NAME=D0,D1,... ...] [--threads N]\n"
     "             [--repeat N] [--warmup N]\n"
-    "  kiln inspect MODEL.onnx [--after PASS]\n"
+    "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "Results go to stdout, progress and errors to stderr.\n";
 
@@ -230,13 +230,14 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& words) 
 }
 
 absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& words) {
-  auto parsed = SplitWords(words, {{"after"}});
+  auto parsed = SplitWords(words, {{"after"}, {"target"}});
   if (!parsed.ok()) return parsed.status();
   InspectArgs args;
   absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
   if (!model.ok()) return model.status();
   args.model_path = *model;
   args.after = parsed->Get("after");
+  if (!parsed->Get("target").empty()) args.target = parsed->Get("target");
   return args;
 }
 

@@ -56,7 +56,8 @@ absl::Status Bench(const BenchArgs& args, Console console);
 
 struct InspectArgs {
   std::string model_path;
-  std::string after;  // a pass name (see compiler/driver/pipeline.cc); empty: after import
+  std::string after;  // a pass name (see compiler/driver/pipeline.cc) or "llvm"; empty: import
+  std::string target = "x86_64";  // a preset or description (ir::ParseTarget)
 };
 // The bytes of a model file; NOT_FOUND naming it.
 absl::StatusOr<std::string> ReadModelFile(const std::string& path);

@@ -1,11 +1,12 @@
 // `kiln inspect`: the module in the IR text format, so a user sees every value's symbolic
-// shape after import or after any pass.
+// shape after import or after any pass, or the optimized LLVM IR the target's code comes from.
 #include <fstream>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
+#include "compiler/codegen/codegen.h"
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
 
@@ -17,6 +18,11 @@ absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+namespace {
+// After every pass: the optimized LLVM module.
+constexpr char kAfterLLVM[] = "llvm";
+}  // namespace
+
 absl::Status Inspect(const InspectArgs& args, Console console) {
   absl::StatusOr<std::string> bytes = ReadModelFile(args.model_path);
   if (!bytes.ok()) return bytes.status();
@@ -26,20 +32,30 @@ absl::Status Inspect(const InspectArgs& args, Console console) {
     console.out << ir::ToString(*module);
     return absl::OkStatus();
   }
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(args.target);
+  if (!target.ok()) return target.status();
+  bool llvm = args.after == kAfterLLVM;
   std::vector<std::string> names = {"import"};
-  bool known = false;
+  bool known = llvm;
   for (const driver::Pass& pass : driver::Pipeline()) {
     names.push_back(pass.name);
     known = known || pass.name == args.after;
   }
   if (!known) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown pass '", args.after,
-                                                   "'; passes: ", absl::StrJoin(names, ", ")));
+    names.push_back(kAfterLLVM);
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown pass '", args.after, "'; passes: ", absl::StrJoin(names, ", ")));
   }
   absl::StatusOr<ir::IRModule> lowered =
-      driver::RunPipeline(*std::move(module), nullptr, args.after);
+      driver::RunPipeline(*std::move(module), nullptr, llvm ? "" : args.after, &*target);
   if (!lowered.ok()) return lowered.status();
-  console.out << ir::ToString(*lowered);
+  if (!llvm) {
+    console.out << ir::ToString(*lowered);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> text = codegen::EmitLLVMText(*lowered, "", *target);
+  if (!text.ok()) return text.status();
+  console.out << *text;
   return absl::OkStatus();
 }
 

@@ -309,7 +309,9 @@ llvm::Value* FunctionEmitter::EmitLoad(const ExprNode& e) {
   llvm::Type* type = MemoryType(ctx(), e.buffer->dtype);
   llvm::Value* address = ElementAddress(e.buffer, e.args);
   llvm::Align align = state_.module.getDataLayout().getABITypeAlign(type);
-  llvm::Value* v = b_.CreateAlignedLoad(type, address, align);
+  llvm::LoadInst* load = b_.CreateAlignedLoad(type, address, align);
+  TagAccess(load, e.buffer.get());
+  llvm::Value* v = load;
   if (e.buffer->dtype.code == DataType::kBool) v = b_.CreateICmpNE(v, b_.getInt8(0));
   if (IsHalf(e.buffer->dtype)) v = state_.math.HalfBitsToFloat(b_, v);
   return Convert(v, e.buffer->dtype, e.dtype);

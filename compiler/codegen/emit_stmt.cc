@@ -2,6 +2,7 @@
 // buffers and host-function assertions.
 #include "compiler/arith/check.h"
 #include "compiler/codegen/function_emitter.h"
+#include "compiler/ir/stmt_functor.h"
 #include "llvm/IR/MDBuilder.h"
 
 namespace kiln::codegen {
@@ -13,8 +14,46 @@ constexpr int64_t kMaxStackBufferBytes = int64_t{1} << 20;
 // Workspace pointers are 64-byte aligned (KilnEnv::alloc); local buffers match.
 constexpr uint64_t kBufferAlignment = 64;
 
+namespace {
+
+// One alias scope per buffer of kernel `func` (see AliasTags).
+auto KernelAliasTags(llvm::LLVMContext& ctx, const ir::PrimFunc& func) {
+  std::vector<const arith::BufferNode*> buffers;
+  for (const Buffer& buffer : func.buffers) buffers.push_back(buffer.get());
+  if (func.body) {
+    ir::VisitStmts(func.body, [&](const StmtNode& s) {
+      if (s.kind == ir::StmtKind::kAllocate) buffers.push_back(s.buffer.get());
+    });
+  }
+  llvm::MDBuilder md(ctx);
+  llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(func.name);
+  std::vector<llvm::Metadata*> scopes;
+  for (const arith::BufferNode* buffer : buffers) {
+    scopes.push_back(md.createAnonymousAliasScope(domain, buffer->name));
+  }
+  auto tags = std::make_shared<BufferAliasTags>();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<llvm::Metadata*> others = scopes;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    (*tags)[buffers[i]] = {llvm::MDNode::get(ctx, {scopes[i]}), llvm::MDNode::get(ctx, others)};
+  }
+  return tags;
+}
+
+}  // namespace
+
 FunctionEmitter::FunctionEmitter(ModuleState& state, const ir::PrimFunc& func, llvm::Function* fn)
-    : state_(state), func_(func), fn_(fn), b_(fn->getContext()) {}
+    : state_(state), func_(func), fn_(fn), b_(fn->getContext()) {
+  if (!func.is_host) alias_tags_ = KernelAliasTags(fn->getContext(), func);
+}
+
+void FunctionEmitter::TagAccess(llvm::Instruction* access, const arith::BufferNode* buffer) {
+  if (!alias_tags_) return;
+  auto it = alias_tags_->find(buffer);
+  if (it == alias_tags_->end()) return;
+  access->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second.scope);
+  access->setMetadata(llvm::LLVMContext::MD_noalias, it->second.others);
+}
 
 void FunctionEmitter::Emit() {
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx(), "entry", fn_));
@@ -183,6 +222,7 @@ llvm::Function* FunctionEmitter::OutlineParallelBody(const StmtNode& s,
   task->addFnAttr(llvm::Attribute::NoUnwind);
   FunctionEmitter body(state_, func_, task);
   body.in_parallel_ = true;
+  body.alias_tags_ = alias_tags_;
   body.b_.SetInsertPoint(llvm::BasicBlock::Create(ctx(), "entry", task));
   llvm::Value* closure = task->getArg(0);
   auto field = [&](size_t f) {
@@ -212,7 +252,9 @@ void FunctionEmitter::EmitStore(const StmtNode& s) {
   if (type->isIntegerTy(16) && s.buffer->dtype.is_float()) {
     value = state_.math.FloatToHalfBits(b_, value);  // f16 storage: see emit_expr.cc
   }
-  b_.CreateAlignedStore(value, address, state_.module.getDataLayout().getABITypeAlign(type));
+  TagAccess(
+      b_.CreateAlignedStore(value, address, state_.module.getDataLayout().getABITypeAlign(type)),
+      s.buffer.get());
 }
 
 void FunctionEmitter::EmitIfThenElse(const StmtNode& s) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,16 @@ struct ModuleState {
   // Outlined parallel loop bodies, for unique names.
   int num_outlined = 0;
 };
+
+// A kernel's buffers never overlap (its parameters are noalias). Saying so with scoped alias
+// metadata keeps that knowledge in outlined parallel bodies, which get the buffers through a
+// closure: without it, LLVM guards vector loops with run-time overlap checks and cannot keep a
+// register tile (a kernel-local buffer) in registers.
+struct AliasTags {
+  llvm::MDNode* scope;   // the buffer's own scope
+  llvm::MDNode* others;  // every other buffer's
+};
+using BufferAliasTags = std::unordered_map<const arith::BufferNode*, AliasTags>;
 
 class FunctionEmitter {
  public:
@@ -99,6 +110,8 @@ class FunctionEmitter {
   void EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task, llvm::Value* closure);
 
   llvm::LLVMContext& ctx() { return fn_->getContext(); }
+  // Kernels: tags a load or store of `buffer` with its alias scope.
+  void TagAccess(llvm::Instruction* access, const arith::BufferNode* buffer);
 
   ModuleState& state_;
   const ir::PrimFunc& func_;
@@ -113,6 +126,8 @@ class FunctionEmitter {
   llvm::Value* outputs_ = nullptr;
   // Inside an outlined parallel loop body: nested parallel loops run serially.
   bool in_parallel_ = false;
+  // Kernels: per buffer (parameter or allocation), its scope and the scopes of all others.
+  std::shared_ptr<const BufferAliasTags> alias_tags_;
 };
 
 // Binds a variable for the extent of a scope (Let, For), restoring any outer binding.

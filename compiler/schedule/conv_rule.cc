@@ -4,19 +4,21 @@
 //
 //   for n
 //     for ocb (blocks of OCB output channels: two vectors)
-//       allocate wp[cg * KH * KW][OCB]; pack w[ocb block, c, kh, kw] into it, zero past M
+//       allocate wp[KH * KW * cg][OCB]; pack w[ocb block, c, kh, kw] into it, zero past M
 //       for oh (parallel)
 //         for owt (tiles of P output columns)
 //           acc[P][OCB] = 0
-//           for c, kh: if the input row is inside: for kw:
-//             acc[p][lane] += x[n, ch, ih, iw(p)] * wp[c, kh, kw][lane]   (P x OCB, unrolled)
+//           for kh: if the input row is inside: for kw:
+//             for c:
+//               acc[p][lane] += x[n, ch, ih, iw(p)] * wp[kh, kw, c][lane]   (P x OCB, unrolled)
 //           epilogue(acc[p][lane]) stored to out[n, oc, oh, ow] (oc < M, ow < OW)
 //
-// acc is unrolled to constant indices, so it lives in vector registers: one broadcast of x and
-// OCB / lanes vector FMAs per column. A tile whose every tap lies inside the input (most of
-// them) reads x unchecked; a border tile reads zero where a tap falls in the padding. Each
-// output element sums its (c, kh, kw) products in the interpreter's order, in f32 as the
-// matmul rule does, on one thread whatever the thread count.
+// acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
+// LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
+// FMAs per column. A tile whose every tap lies inside the input (most of them) reads x
+// unchecked; a border tile reads zero where a tap falls in the padding. Each output element
+// sums its products in (kh, kw, c) order, in f32 as the matmul rule does, on one thread
+// whatever the thread count.
 #include "compiler/schedule/conv_rule.h"
 
 #include "compiler/arith/analyzer.h"
@@ -195,12 +197,26 @@ std::optional<Conv> MatchConv(const Stmt& body) {
   return conv;
 }
 
+// Output columns per register tile: at most `max_cols` (what the registers hold), fewer when
+// that wastes less of the last tile on a narrow output (7 columns: one tile of 4 and one of 3
+// columns computed as 4, not two of 6). The cost counts a tile's columns plus the two
+// weight vectors it loads per step.
+int64_t TileColumns(int64_t max_cols, const PrimExpr& width) {
+  if (width->kind != ExprKind::kIntImm) return max_cols;
+  int64_t best = max_cols, best_cost = INT64_MAX;
+  for (int64_t cols = max_cols; cols >= std::max<int64_t>(1, max_cols / 2); --cols) {
+    int64_t cost = (width->int_value + cols - 1) / cols * (cols + 2);
+    if (cost < best_cost) best = cols, best_cost = cost;
+  }
+  return best;
+}
+
 class ConvTiler {
  public:
   ConvTiler(const Conv& conv, const ir::Target& target)
       : conv_(conv),
         lanes_(2 * std::max(4, target.vector_bits / 32)),
-        cols_(target.vector_bits >= 512 ? 14 : 6) {}
+        cols_(TileColumns(target.vector_bits >= 512 ? 14 : 6, conv.width)) {}
 
   // The channel of x that output channel block `ocb` reads at reduction channel c: the same
   // for every channel of the block when groups hold whole blocks. nullopt otherwise.
@@ -235,8 +251,9 @@ class ConvTiler {
   PrimExpr M() const { return conv_.channels; }
   PrimExpr Oc() const { return ocb_ * I(lanes_) + lane_; }
   PrimExpr Ow() const { return owt_ * I(cols_) + col_; }
+  // The row of the packed weights: taps outermost, so the channel loop reads them in order.
   PrimExpr Tap(const PrimExpr& c, const PrimExpr& kh, const PrimExpr& kw) const {
-    return (c * I(conv_.taps_h) + kh) * I(conv_.taps_w) + kw;
+    return (kh * I(conv_.taps_w) + kw) * I(conv_.cg) + c;
   }
 
   // wp[c, kh, kw][lane] = w[oc, c, kh, kw], zero past M.
@@ -247,9 +264,9 @@ class ConvTiler {
     PrimExpr w = arith::Load(conv_.w, {arith::Min(oc, M() - I(1)), c, kh, kw});
     Stmt store = ir::Store(packed_, {Tap(c, kh, kw), lane},
                            arith::Select(Lt(oc, M()), w, arith::FloatImm(0)));
-    return Loop(c, I(conv_.cg), ForKind::kSerial,
-                Loop(kh, I(conv_.taps_h), ForKind::kSerial,
-                     Loop(kw, I(conv_.taps_w), ForKind::kSerial,
+    return Loop(kh, I(conv_.taps_h), ForKind::kSerial,
+                Loop(kw, I(conv_.taps_w), ForKind::kSerial,
+                     Loop(c, I(conv_.cg), ForKind::kSerial,
                           Loop(lane, I(lanes_), ForKind::kVectorized, store))));
   }
 
@@ -258,30 +275,51 @@ class ConvTiler {
     return Loop(col_, I(cols_), ForKind::kUnrolled, Loop(lane_, I(lanes_), lanes, std::move(body)));
   }
 
-  // x at column `col` of the tile and tap (c, kh, kw); a border tile clamps the column into
-  // the output and reads zero where the tap falls in the padding.
-  PrimExpr XValue(bool checked, const PrimExpr& kw) const {
+  // x at column `col` of the tile and tap (c, kh, kw). A border tile clamps the column into
+  // the output (a partial tile repeats its last column); `masked`, it reads zero where the tap
+  // falls in the padding.
+  PrimExpr XValue(bool checked, bool masked) const {
     PrimExpr ow = checked ? arith::Min(Ow(), conv_.width - I(1)) : Ow();
     std::vector<PrimExpr> from = {conv_.ow, conv_.kw};
-    std::vector<PrimExpr> to = {ow, kw};
+    std::vector<PrimExpr> to = {ow, kw_};
     PrimExpr iw = Replace(conv_.x_indices[3], from, to);
     std::vector<PrimExpr> at = {conv_.n, channel_, conv_.x_indices[2], iw};
     at[2] = Replace(at[2], {conv_.kh}, {kh_});
-    if (!checked || !conv_.col_ok) return arith::Load(conv_.x, at);
+    if (!masked) return arith::Load(conv_.x, at);
     PrimExpr inside = Replace(conv_.col_ok, from, to);
     at[3] = arith::Max(I(0), arith::Min(iw, conv_.x->shape[3] - I(1)));
     return arith::Select(inside, arith::Load(conv_.x, at), arith::FloatImm(0));
   }
 
-  Stmt Reduce(bool checked) const {
+  // One tap (kh, kw) over the channels. The channel loop is innermost and branch-free, so acc
+  // stays in registers across it.
+  Stmt Channels(bool checked, bool masked) const {
     PrimExpr acc = arith::Load(acc_, {col_, lane_});
     PrimExpr w = arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
-    Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked, kw_) * w),
+    Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked, masked) * w),
                            ForKind::kVectorized);
-    Stmt taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, update);
+    return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
+  }
+
+  // Tap kw lies inside the input for every (clamped) column of the tile: it does at the first
+  // and the last column (the input column grows with the output column).
+  PrimExpr TapInside() const {
+    PrimExpr first = owt_ * I(cols_);
+    PrimExpr last = arith::Min(first + I(cols_ - 1), conv_.width - I(1));
+    return And(Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {first, kw_}),
+               Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {last, kw_}));
+  }
+
+  // A border tile reads unchecked every tap that lies inside the input for all its columns,
+  // and masks only the others (the few at the left and right edges).
+  Stmt Reduce(bool checked) const {
+    Stmt channels = Channels(checked, false);
+    if (checked && conv_.col_ok) {
+      channels = ir::IfThenElse(TapInside(), channels, Channels(checked, true));
+    }
+    Stmt taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, channels);
     if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
-    return Loop(c_, I(conv_.cg), ForKind::kSerial,
-                Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps));
+    return Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps);
   }
 
   // Every tap of every column of the tile lies inside the input: the column check holds at
