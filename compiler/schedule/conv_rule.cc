@@ -22,6 +22,7 @@
 #include "compiler/schedule/conv_rule.h"
 
 #include "compiler/arith/analyzer.h"
+#include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/schedule_util.h"
 
 namespace kiln::schedule {
@@ -36,6 +37,10 @@ using ir::Stmt;
 using ir::StmtKind;
 using ir::StmtNode;
 
+// Pointwise convolutions over more input channels than this take the tiler: its per-tile
+// epilogue (element stores) is then small next to the reduction, and it packs the weights,
+// which the pointwise form reads in place once per tile of positions.
+constexpr int64_t kMaxPointwiseChannels = 64;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -371,6 +376,150 @@ class ConvTiler {
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
 };
 
+// The form for pointwise convolutions (1x1, stride 1, no padding, one group): a matrix
+// product out[n, :, plane] = w[:, :] @ x[n, :, plane] over the flattened (H, W) plane, with
+// positions in the vector lanes, so the epilogue stores whole vectors to the NCHW output (the
+// tiler's channels-in-lanes tile stores element by element, which costs more than a short
+// reduction over few input channels):
+//
+//   for n
+//     for pt (tiles of L positions of the plane, parallel)
+//       for mb (blocks of R output channels)
+//         acc[R][L] = 0
+//         for c: acc[i][l] += w[m(i), c, 0, 0] * x[n, c, p(l)]   (R x L, unrolled)
+//         epilogue(acc[i][l]) stored to out[n, m, p] (m < M, p < H * W)
+//
+// Buffers are dense and row-major, so index [n, c, 0, p] with p < H * W addresses position
+// p of the plane (row p / W, column p % W): x, out and every epilogue operand indexed by
+// (oh, ow) share the plane's shape, which the rule proves. Each output element sums over c in
+// order, as the interpreter does. Only for few input channels (kMaxPointwiseChannels).
+class PointwiseConv {
+ public:
+  PointwiseConv(const Conv& conv, const ir::Target& target)
+      : conv_(conv),
+        lanes_(2 * std::max(4, target.vector_bits / 32)),
+        rows_(target.vector_bits >= 512 ? 14 : 6) {}
+
+  std::optional<Stmt> Build() {
+    if (conv_.taps_h != 1 || conv_.taps_w != 1 || conv_.cg > kMaxPointwiseChannels) return {};
+    if (!SamePlane()) return {};
+    if (!AlwaysInside(conv_.row_ok) || !AlwaysInside(conv_.col_ok)) return {};
+    Stmt blocks = Loop(mb_, CeilDiv(conv_.channels, rows_), ForKind::kSerial, Tile());
+    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                Loop(pt_, CeilDiv(Plane(), lanes_), ForKind::kParallel, blocks));
+  }
+
+ private:
+  PrimExpr Plane() const { return conv_.height * conv_.width; }
+  PrimExpr M() const { return conv_.channels; }
+  PrimExpr Oc() const { return mb_ * I(rows_) + row_; }
+  // Position of lane l in a whole tile (the last one moved back) or a clamped one.
+  PrimExpr Position(bool full) const {
+    if (!full) return pt_ * I(lanes_) + lane_;
+    return arith::Min(pt_ * I(lanes_), Plane() - I(lanes_)) + lane_;
+  }
+
+  // x[n, c, oh, ow] is read at the output's own position, x's plane is the output's, and so
+  // is every epilogue operand's that is indexed by position.
+  bool SamePlane() const {
+    arith::Analyzer analyzer;
+    const std::vector<PrimExpr>& xi = conv_.x_indices;
+    auto at_tap = [&](const PrimExpr& e) {
+      return analyzer.Simplify(Replace(e, {conv_.c, conv_.kh, conv_.kw}, {I(0), I(0), I(0)}));
+    };
+    if (!IsVar(at_tap(xi[2]), conv_.oh) || !IsVar(at_tap(xi[3]), conv_.ow)) return false;
+    if (!IsVar(analyzer.Simplify(Replace(xi[1], {conv_.m}, {I(0)})), conv_.c)) return false;
+    auto same_plane = [&](const Buffer& b) {
+      return b->shape.size() == 4 && analyzer.ProveEqual(b->shape[2], conv_.height) &&
+             analyzer.ProveEqual(b->shape[3], conv_.width);
+    };
+    if (!same_plane(conv_.x)) return false;
+    bool ok = true;
+    for (const Stmt& s : conv_.epilogue) {
+      ok = ok && same_plane(s->buffer);
+      ir::VisitExprs(s->value, [&](const PrimExpr& e) {
+        if (e->kind != ExprKind::kLoad || !UsesAny(e, {conv_.oh, conv_.ow})) return;
+        ok = ok && e->args.size() == 4 && IsVar(e->args[2], conv_.oh) &&
+             IsVar(e->args[3], conv_.ow) && same_plane(e->buffer);
+      });
+    }
+    return ok;
+  }
+
+  // The tap's bounds check holds everywhere: each term is `oh >= 0`, `oh < H` (or the same for
+  // ow and W), with the plane proved the same as x's.
+  bool AlwaysInside(const PrimExpr& check) const {
+    if (!check) return true;
+    std::vector<PrimExpr> terms;
+    SplitAnd(check, terms);
+    arith::Analyzer analyzer;
+    for (const PrimExpr& t : terms) {
+      if (t->kind != ExprKind::kGE && t->kind != ExprKind::kLT) return false;
+      PrimExpr index =
+          analyzer.Simplify(Replace(t->args[0], {conv_.c, conv_.kh, conv_.kw}, {I(0), I(0), I(0)}));
+      bool row = IsVar(index, conv_.oh);
+      if (!row && !IsVar(index, conv_.ow)) return false;
+      PrimExpr limit = t->kind == ExprKind::kGE ? I(0) : (row ? conv_.height : conv_.width);
+      if (!analyzer.ProveEqual(t->args[1], limit)) return false;
+    }
+    return true;
+  }
+
+  // for row (unrolled), lane (vectorized): body
+  Stmt OverTile(Stmt body) const {
+    return Loop(row_, I(rows_), ForKind::kUnrolled,
+                Loop(lane_, I(lanes_), ForKind::kVectorized, std::move(body)));
+  }
+
+  Stmt Reduce(bool full) const {
+    PrimExpr p = full ? Position(true) : arith::Min(Position(false), Plane() - I(1));
+    PrimExpr x = arith::Load(conv_.x, {conv_.n, c_, I(0), p});
+    PrimExpr w = arith::Load(conv_.w, {arith::Min(Oc(), M() - I(1)), c_, I(0), I(0)});
+    PrimExpr acc = arith::Load(acc_, {row_, lane_});
+    return Loop(c_, I(conv_.cg), ForKind::kSerial,
+                OverTile(ir::Store(acc_, {row_, lane_}, acc + x * w)));
+  }
+
+  // The kernel's epilogue at (n, oc, p), reading the finished sum from acc.
+  Stmt Epilogue(bool full) const {
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, {row_, lane_}));
+    std::vector<PrimExpr> from = {conv_.m, conv_.oh, conv_.ow};
+    std::vector<PrimExpr> to = {Oc(), I(0), Position(full)};
+    std::vector<Stmt> stores;
+    for (const Stmt& s : conv_.epilogue) {
+      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& e) -> PrimExpr {
+        if (e->kind == ExprKind::kLoad && e->buffer == conv_.acc) return sum;
+        return nullptr;
+      });
+      std::vector<PrimExpr> at;
+      for (const PrimExpr& i : s->indices) at.push_back(Replace(i, from, to));
+      stores.push_back(ir::Store(s->buffer, at, Replace(value, from, to)));
+    }
+    Stmt store = ir::Seq(stores);
+    if (!full) store = ir::IfThenElse(Lt(Position(false), Plane()), store);
+    return Loop(row_, I(rows_), ForKind::kUnrolled,
+                ir::IfThenElse(Lt(Oc(), M()), Loop(lane_, I(lanes_), ForKind::kVectorized, store)));
+  }
+
+  // A plane of at least one tile never runs a partial tile: the last one moves back to end
+  // at the plane's end, recomputing a few positions (the same values again), so every tile
+  // reads whole vectors. A smaller plane clamps its positions.
+  Stmt Tile() const {
+    Stmt zero = OverTile(ir::Store(acc_, {row_, lane_}, arith::FloatImm(0)));
+    Stmt body = ir::IfThenElse(Le(I(lanes_), Plane()), ir::Seq({Reduce(true), Epilogue(true)}),
+                               ir::Seq({Reduce(false), Epilogue(false)}));
+    return ir::Allocate(acc_, ir::Seq({zero, body}));
+  }
+
+  const Conv& conv_;
+  const int64_t lanes_;  // L: positions per tile, two vectors of f32
+  const int64_t rows_;   // R: output channels per tile
+  PrimExpr pt_ = arith::MakeVar("pt"), mb_ = arith::MakeVar("mb");
+  PrimExpr row_ = arith::MakeVar("row"), lane_ = arith::MakeVar("lane");
+  PrimExpr c_ = arith::MakeVar("rc");
+  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(lanes_)});
+};
+
 // The form for convolutions the tiler does not take (depthwise, small groups): each output row
 // accumulates in place, one tap at a time, over the columns where that tap lies inside the
 // input, a vector loop with no bounds check:
@@ -462,6 +611,8 @@ class RowConv {
 std::optional<Stmt> ScheduleConv(const Stmt& body, const ir::Target& target) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
+  std::optional<Stmt> pointwise = PointwiseConv(*conv, target).Build();
+  if (pointwise) return pointwise;
   std::optional<Stmt> tiled = ConvTiler(*conv, target).Build();
   if (tiled) return tiled;
   return RowConv(*conv).Build();

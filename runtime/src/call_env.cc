@@ -28,8 +28,8 @@ std::string DimLabel(const Signature& signature, bool is_output, int32_t index, 
 
 }  // namespace
 
-CallEnv::CallEnv(const Signature& signature, ThreadPool* pool)
-    : signature_(signature), pool_(pool) {
+CallEnv::CallEnv(const Signature& signature, ThreadPool* pool, WorkspaceCache* cache)
+    : signature_(signature), pool_(pool), cache_(cache) {
   env_.self = this;
   env_.alloc = &CallEnv::Alloc;
   env_.free = &CallEnv::Free;
@@ -38,7 +38,15 @@ CallEnv::CallEnv(const Signature& signature, ThreadPool* pool)
 }
 
 CallEnv::~CallEnv() {
-  for (void* ptr : live_) std::free(ptr);
+  for (const auto& [ptr, size] : live_) Release(ptr, size);
+}
+
+void CallEnv::Release(void* ptr, size_t size) {
+  if (cache_ != nullptr) {
+    cache_->Give({ptr, size});
+  } else {
+    std::free(ptr);
+  }
 }
 
 std::string CallEnv::FailureMessage() const {
@@ -57,13 +65,18 @@ void* CallEnv::Alloc(void* self, int64_t bytes) {
   bool valid = bytes >= 0 && bytes <= INT64_MAX - kAlignment;
   // Round up past the next 64-byte boundary, so a zero-byte request still gets a distinct,
   // freeable pointer.
-  int64_t size = valid ? (bytes / kAlignment + 1) * kAlignment : 0;
-  if (!valid || posix_memalign(&ptr, kAlignment, static_cast<size_t>(size)) != 0) {
+  size_t size = valid ? static_cast<size_t>((bytes / kAlignment + 1) * kAlignment) : 0;
+  if (valid && call->cache_ != nullptr) {
+    WorkspaceCache::Block cached = call->cache_->Take(size);
+    ptr = cached.ptr;
+    size = cached.ptr != nullptr ? cached.size : size;
+  }
+  if (ptr == nullptr && (!valid || posix_memalign(&ptr, kAlignment, size) != 0)) {
     call->Report("workspace allocation of " + std::to_string(bytes) + " bytes failed");
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(call->mu_);
-  call->live_.insert(ptr);
+  call->live_.emplace(ptr, size);
   return ptr;
 }
 
@@ -71,7 +84,11 @@ void CallEnv::Free(void* self, void* ptr) {
   auto* call = static_cast<CallEnv*>(self);
   std::lock_guard<std::mutex> lock(call->mu_);
   // A pointer this env never handed out is ignored rather than passed to free().
-  if (call->live_.erase(ptr) > 0) std::free(ptr);
+  auto it = call->live_.find(ptr);
+  if (it == call->live_.end()) return;
+  size_t size = it->second;
+  call->live_.erase(it);
+  call->Release(ptr, size);
 }
 
 void CallEnv::ShapeError(void* self, int32_t kind, int32_t index, int32_t dim, int64_t expected,

@@ -6,18 +6,20 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "kiln/artifact_abi.h"
 #include "runtime/src/signature.h"
 #include "runtime/src/thread_pool.h"
+#include "runtime/src/workspace_cache.h"
 
 namespace kiln::runtime {
 
 class CallEnv {
  public:
-  // Parallel loops run on `pool`; with none they run on the calling thread.
-  CallEnv(const Signature& signature, ThreadPool* pool = nullptr);
+  // Parallel loops run on `pool`; with none they run on the calling thread. Workspace comes
+  // from and goes back to `cache` when there is one.
+  CallEnv(const Signature& signature, ThreadPool* pool = nullptr, WorkspaceCache* cache = nullptr);
   // Frees workspace the artifact did not free (it may stop early on an error).
   ~CallEnv();
   CallEnv(const CallEnv&) = delete;
@@ -35,13 +37,15 @@ class CallEnv {
                          int64_t actual);
   static int32_t ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure);
   void Report(std::string message);
+  void Release(void* ptr, size_t size);
 
   KilnEnv env_;
   const Signature& signature_;
   ThreadPool* pool_;
+  WorkspaceCache* cache_;
   // Generated code may allocate from worker threads.
   std::mutex mu_;
-  std::unordered_set<void*> live_;
+  std::unordered_map<void*, size_t> live_;  // pointer -> bytes allocated
   std::string error_;
 };
 

@@ -15,6 +15,7 @@
 #include "runtime/src/signature.h"
 #include "runtime/src/tensor_check.h"
 #include "runtime/src/thread_pool.h"
+#include "runtime/src/workspace_cache.h"
 
 struct KilnModel {
   std::string path;
@@ -25,6 +26,8 @@ struct KilnModel {
   int32_t num_threads = 1;
   // Started by kiln_model_set_num_threads for more than one thread; null runs serially.
   std::unique_ptr<kiln::runtime::ThreadPool> pool;
+  // Workspace kept between runs (kiln_model_run may be called from several threads).
+  mutable kiln::runtime::WorkspaceCache workspace;
 
   ~KilnModel() {
     if (handle != nullptr) dlclose(handle);
@@ -258,7 +261,7 @@ int kiln_model_run(const KilnModel* model, const DLTensor* inputs, int32_t num_i
     error = PrepareTensors(signature.outputs, true, outputs, num_outputs, true, &out);
   }
   if (!error.empty()) return Fail(error);
-  CallEnv call(signature, model->pool.get());
+  CallEnv call(signature, model->pool.get(), &model->workspace);
   if (model->run(call.env(), in.data(), out.data()) != 0) return Fail(call.FailureMessage());
   return 0;
 }

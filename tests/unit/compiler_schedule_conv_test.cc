@@ -102,6 +102,10 @@ std::vector<ConvCase> Cases() {
        .stride = 2,
        .pads = {3, 3, 3, 3}},
       {.name = "1x1_residual", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true},
+      // A plane smaller than one tile of positions.
+      {.name = "1x1_small_plane", .c = 5, .m = 13, .h = 3, .w = 4, .k = 1},
+      // More input channels than the pointwise form takes: the tiler's.
+      {.name = "1x1_many_channels", .c = 70, .m = 9, .h = 5, .w = 7, .k = 1},
       {.name = "3x3_residual",
        .c = 9,
        .m = 21,
@@ -145,6 +149,13 @@ TEST_P(ScheduleConvTest, ConvIsTiledWithPackedWeights) {
   std::string kernels = ScheduledKernels(Cases()[0].Model(), GetParam());
   EXPECT_NE(kernels.find("packed_w"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
+}
+
+TEST_P(ScheduleConvTest, PointwiseConvPutsPositionsInLanes) {
+  ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
+  std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
+  EXPECT_NE(kernels.find("for pt in"), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("packed_w"), std::string::npos) << kernels;
 }
 
 // The register tile lives in registers: the optimized kernel keeps no stack buffer in its
