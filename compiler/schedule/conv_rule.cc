@@ -520,25 +520,36 @@ class PointwiseConv {
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(lanes_)});
 };
 
-// The form for convolutions the tiler does not take (depthwise, small groups): each output row
-// accumulates in place, one tap at a time, over the columns where that tap lies inside the
-// input, a vector loop with no bounds check:
+// The form for convolutions the tiler does not take (depthwise, small groups), one output row
+// at a time:
 //
 //   for n; for m (parallel); for oh
-//     out[n, m, oh, :] = 0
-//     for c, kh: if the input row is inside: for kw
-//       for ow in [first, end) of the columns whose tap kw is inside (vectorized):
-//         out[n, m, oh, ow] += x[n, ch, ih, ow * s + base(kw)] * w[m, c, kh, kw]
-//     epilogue over the row
+//     the columns where every tap lies inside the input, in tiles of L (the last moved back):
+//       acc[L] = 0
+//       for c, kh: if the input row is inside: for kw:
+//         acc[l] += x[n, ch, ih, ow(l) * s + base(kw)] * w[m, c, kh, kw]   (vectorized)
+//       epilogue(acc[l]) stored to out[n, m, oh, ow(l)]
+//     the other columns (edges, remainder) accumulate in out in place, one tap at a time over
+//     the columns where that tap lies inside, a vector loop with no bounds check
 //
-// Each element still sums its (c, kh, kw) products in order.
+// Each element sums its (c, kh, kw) products in order either way.
 class RowConv {
  public:
-  explicit RowConv(const Conv& conv) : conv_(conv) {}
+  RowConv(const Conv& conv, const ir::Target& target)
+      : conv_(conv), lanes_(2 * std::max(4, target.vector_bits / 32)) {}
 
+  // Columns where every tap lies inside the input take register tiles of L columns; the
+  // columns at the edges (and a remainder shorter than a tile) accumulate in place, one tap
+  // at a time over the columns where that tap lies inside.
   std::optional<Stmt> Build() {
     if (conv_.epilogue.empty() || !StrideAndBase()) return {};
-    Stmt row = ir::Seq({Row(ir::Store(Out(), At(ow_), arith::FloatImm(0))), Taps(), Epilogue()});
+    PrimExpr lo = arith::Min(First(I(0)), conv_.width);
+    PrimExpr hi = arith::Max(End(I(conv_.taps_w - 1)), lo);
+    // Two vectors per tile, one on a narrow row, in place on a very narrow one.
+    Stmt inside = ir::IfThenElse(
+        Le(I(lanes_), hi - lo), Tiles(lo, hi, acc_),
+        ir::IfThenElse(Le(I(lanes_ / 2), hi - lo), Tiles(lo, hi, half_), InPlace(lo, hi)));
+    Stmt row = ir::Seq({InPlace(I(0), lo), inside, InPlace(hi, conv_.width)});
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
                 Loop(conv_.m, conv_.channels, ForKind::kParallel,
                      Loop(conv_.oh, conv_.height, ForKind::kSerial, row)));
@@ -547,11 +558,13 @@ class RowConv {
  private:
   const Buffer& Out() const { return conv_.epilogue.front()->buffer; }
   std::vector<PrimExpr> At(const PrimExpr& ow) const { return {conv_.n, conv_.m, conv_.oh, ow}; }
-  Stmt Row(Stmt body) const {
-    return Loop(ow_, conv_.width, ForKind::kVectorized, std::move(body));
+  // for ow in [begin, end), vectorized (no iteration when end <= begin).
+  Stmt Columns(const PrimExpr& begin, const PrimExpr& end, Stmt body) const {
+    return ir::For(ow_, begin, end - begin, ForKind::kVectorized, std::move(body));
   }
 
-  // The input column is ow * stride + base(kw); the stride must be a constant.
+  // The input column is ow * stride + base(kw): the stride a constant, base growing with kw
+  // (so the first tap bounds the columns from the left and the last from the right).
   bool StrideAndBase() {
     const PrimExpr& iw = conv_.x_indices[3];
     arith::Analyzer analyzer;
@@ -559,51 +572,86 @@ class RowConv {
         analyzer.Simplify(Replace(iw, {conv_.ow}, {I(1)}) - Replace(iw, {conv_.ow}, {I(0)}));
     if (s->kind != ExprKind::kIntImm || s->int_value < 1) return false;
     stride_ = s->int_value;
-    return true;
+    PrimExpr d = analyzer.Simplify(Base(I(1)) - Base(I(0)));
+    return conv_.taps_w == 1 || (d->kind == ExprKind::kIntImm && d->int_value >= 1);
+  }
+  PrimExpr Base(const PrimExpr& kw) const {
+    return Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {I(0), kw});
+  }
+  // The columns where tap kw reads inside the input, 0 <= ow * s + base < W: [First, End).
+  PrimExpr First(const PrimExpr& kw) const {
+    return arith::Max(I(0), arith::FloorDiv(I(stride_ - 1) - Base(kw), I(stride_)));
+  }
+  PrimExpr End(const PrimExpr& kw) const {
+    PrimExpr last = arith::FloorDiv(conv_.x->shape[3] - I(1) - Base(kw), I(stride_));
+    return arith::Min(conv_.width, last + I(1));
   }
 
-  // for ow in the columns where tap kw reads inside the input: 0 <= ow * s + base < W.
-  Stmt Columns(Stmt body) const {
-    PrimExpr base = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {I(0), kw_});
-    PrimExpr first = arith::Max(I(0), arith::FloorDiv(I(stride_ - 1) - base, I(stride_)));
-    PrimExpr end = arith::Min(conv_.width,
-                              arith::FloorDiv(conv_.x->shape[3] - I(1) - base, I(stride_)) + I(1));
-    return ir::For(ow_, first, end - first, ForKind::kVectorized, std::move(body));
-  }
-
-  Stmt Taps() const {
+  // x at output column `ow` and tap (c, kh, kw), times the tap's weight.
+  PrimExpr Product(const PrimExpr& ow) const {
     std::vector<PrimExpr> from = {conv_.ow, conv_.c, conv_.kh, conv_.kw};
-    std::vector<PrimExpr> to = {ow_, c_, kh_, kw_};
+    std::vector<PrimExpr> to = {ow, c_, kh_, kw_};
     std::vector<PrimExpr> at;
     for (const PrimExpr& i : conv_.x_indices) at.push_back(Replace(i, from, to));
-    PrimExpr w = arith::Load(conv_.w, {conv_.m, c_, kh_, kw_});
-    PrimExpr sum = arith::Load(Out(), At(ow_)) + arith::Load(conv_.x, at) * w;
-    Stmt taps =
-        Loop(kw_, I(conv_.taps_w), ForKind::kSerial, Columns(ir::Store(Out(), At(ow_), sum)));
+    return arith::Load(conv_.x, at) * arith::Load(conv_.w, {conv_.m, c_, kh_, kw_});
+  }
+
+  // for c, kh: if the input row is inside: for kw: taps(kw)
+  Stmt OverTaps(Stmt taps) const {
+    taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, std::move(taps));
     if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
     return Loop(c_, I(conv_.cg), ForKind::kSerial,
                 Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps));
   }
 
-  // The kernel's epilogue over the row, reading the sum from out (every epilogue statement
-  // stores to the element it reads).
-  Stmt Epilogue() const {
-    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(Out(), At(ow_)));
+  // The kernel's epilogue at column `ow`, with `sum` the finished sum.
+  Stmt Epilogue(const PrimExpr& ow, const PrimExpr& sum) const {
     std::vector<Stmt> stores;
     for (const Stmt& s : conv_.epilogue) {
       PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& x) -> PrimExpr {
         if (x->kind == ExprKind::kLoad && x->buffer == conv_.acc) return sum;
         return nullptr;
       });
-      stores.push_back(ir::Store(s->buffer, At(ow_), Replace(value, {conv_.ow}, {ow_})));
+      stores.push_back(ir::Store(s->buffer, At(ow), Replace(value, {conv_.ow}, {ow})));
     }
-    return Row(ir::Seq(stores));
+    return ir::Seq(stores);
+  }
+
+  // Columns [begin, end) accumulated in out, in place (every epilogue statement stores to
+  // the element it reads).
+  Stmt InPlace(const PrimExpr& begin, const PrimExpr& end) const {
+    Stmt zero = Columns(begin, end, ir::Store(Out(), At(ow_), arith::FloatImm(0)));
+    PrimExpr sum = arith::Load(Out(), At(ow_)) + Product(ow_);
+    Stmt taps = Columns(arith::Max(First(kw_), begin), arith::Min(End(kw_), end),
+                        ir::Store(Out(), At(ow_), sum));
+    PrimExpr done = arith::Cast(conv_.acc_t, arith::Load(Out(), At(ow_)));
+    return ir::Seq({zero, OverTaps(taps), Columns(begin, end, Epilogue(ow_, done))});
+  }
+
+  // Columns [lo, hi), every tap inside, at least one tile wide, in tiles of L = acc's size
+  // that stay in registers; the last tile moves back to end at hi, recomputing a few columns
+  // (the same values again).
+  Stmt Tiles(const PrimExpr& lo, const PrimExpr& hi, const Buffer& acc_buffer) const {
+    int64_t lanes = acc_buffer->shape[0]->int_value;
+    PrimExpr ow = arith::Min(lo + t_ * I(lanes), hi - I(lanes)) + lane_;
+    PrimExpr acc = arith::Load(acc_buffer, {lane_});
+    auto over_lanes = [&](Stmt body) {
+      return Loop(lane_, I(lanes), ForKind::kVectorized, std::move(body));
+    };
+    Stmt zero = over_lanes(ir::Store(acc_buffer, {lane_}, arith::FloatImm(0)));
+    Stmt taps = over_lanes(ir::Store(acc_buffer, {lane_}, acc + Product(ow)));
+    Stmt epilogue = over_lanes(Epilogue(ow, arith::Cast(conv_.acc_t, acc)));
+    Stmt tile = ir::Allocate(acc_buffer, ir::Seq({zero, OverTaps(taps), epilogue}));
+    return Loop(t_, CeilDiv(hi - lo, lanes), ForKind::kSerial, tile);
   }
 
   const Conv& conv_;
+  const int64_t lanes_;  // L: columns per register tile, two vectors of f32
   int64_t stride_ = 1;
-  PrimExpr ow_ = arith::MakeVar("ow");
+  PrimExpr ow_ = arith::MakeVar("ow"), t_ = arith::MakeVar("owt"), lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
+  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_)});
+  Buffer half_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_ / 2)});
 };
 
 }  // namespace
@@ -615,7 +663,7 @@ std::optional<Stmt> ScheduleConv(const Stmt& body, const ir::Target& target) {
   if (pointwise) return pointwise;
   std::optional<Stmt> tiled = ConvTiler(*conv, target).Build();
   if (tiled) return tiled;
-  return RowConv(*conv).Build();
+  return RowConv(*conv, target).Build();
 }
 
 }  // namespace kiln::schedule
