@@ -16,7 +16,8 @@
 // acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
 // LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
 // FMAs per column. A tile whose every tap lies inside the input (most of them) reads x
-// unchecked; a border tile reads zero where a tap falls in the padding. Each output element
+// unchecked; a border tile skips, column by column, the taps that fall in the padding.
+// Each output element
 // sums its products in (kh, kw, c) order, in f32 as the matmul rule does, on one thread
 // whatever the thread count.
 #include "compiler/schedule/conv_rule.h"
@@ -281,19 +282,12 @@ class ConvTiler {
   }
 
   // x at column `col` of the tile and tap (c, kh, kw). A border tile clamps the column into
-  // the output (a partial tile repeats its last column); `masked`, it reads zero where the tap
-  // falls in the padding.
-  PrimExpr XValue(bool checked, bool masked) const {
+  // the output (a partial tile repeats its last column).
+  PrimExpr XValue(bool checked) const {
     PrimExpr ow = checked ? arith::Min(Ow(), conv_.width - I(1)) : Ow();
-    std::vector<PrimExpr> from = {conv_.ow, conv_.kw};
-    std::vector<PrimExpr> to = {ow, kw_};
-    PrimExpr iw = Replace(conv_.x_indices[3], from, to);
-    std::vector<PrimExpr> at = {conv_.n, channel_, conv_.x_indices[2], iw};
-    at[2] = Replace(at[2], {conv_.kh}, {kh_});
-    if (!masked) return arith::Load(conv_.x, at);
-    PrimExpr inside = Replace(conv_.col_ok, from, to);
-    at[3] = arith::Max(I(0), arith::Min(iw, conv_.x->shape[3] - I(1)));
-    return arith::Select(inside, arith::Load(conv_.x, at), arith::FloatImm(0));
+    PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {ow, kw_});
+    PrimExpr ih = Replace(conv_.x_indices[2], {conv_.kh}, {kh_});
+    return arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
   }
 
   // One tap (kh, kw) over the channels. The channel loop is innermost and branch-free, so acc
@@ -301,9 +295,19 @@ class ConvTiler {
   Stmt Channels(bool checked, bool masked) const {
     PrimExpr acc = arith::Load(acc_, {col_, lane_});
     PrimExpr w = arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
-    Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked, masked) * w),
-                           ForKind::kVectorized);
-    return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
+    if (!masked) {
+      Stmt update =
+          OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w), ForKind::kVectorized);
+      return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
+    }
+    // A tap that falls in the padding for some columns: each column whose tap is inside runs
+    // its own channel loop, so no branch or select sits in a channel loop.
+    Stmt update = Loop(lane_, I(lanes_), ForKind::kVectorized,
+                       ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w));
+    PrimExpr ow = arith::Min(Ow(), conv_.width - I(1));
+    PrimExpr inside = Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow, kw_});
+    return Loop(col_, I(cols_), ForKind::kUnrolled,
+                ir::IfThenElse(inside, Loop(c_, I(conv_.cg), ForKind::kSerial, update)));
   }
 
   // Tap kw lies inside the input for every (clamped) column of the tile: it does at the first
