@@ -49,7 +49,8 @@ class ImportContext {
   virtual void SetSymbolicValue(const ir::Expr& value, std::vector<arith::PrimExpr> elements) = 0;
 
   // Binds the elements of `value`, a small integer tensor computed at run time (0-d, or 1-D
-  // of static length), to fresh symbolic variables, so that shapes made from it stay symbolic:
+  // of static length; float values truncate toward zero), to fresh symbolic variables, so that
+  // shapes made from it stay symbolic:
   //   %hint: Shape([hint_0, hint_1]) = match_cast(tensor_to_shape(%value), Shape([...]))
   // Host code binds them by reading the tensor once it exists. They are data, not dims, and
   // may be negative, while the analyzer takes an unbound variable to be >= 0: use them as
@@ -57,6 +58,13 @@ class ImportContext {
   // under a select, whose bounds the analyzer does not derive from its branches.
   virtual absl::StatusOr<std::vector<arith::PrimExpr>> BindRuntimeValues(
       const ir::Expr& value, const std::string& name_hint) = 0;
+  // For float scales computed at run time (1-D, one per dim of `dims`): binds the extents
+  // they make of the dims, trunc(dims[k] * scales[k]), or -1 for a scale that is not positive
+  // (tensor_to_shape(scales, dims), op/tensor_create.cc), as Resize's output shape. They may
+  // be -1: check them >= 0 (run time) before using them as dims.
+  virtual absl::StatusOr<std::vector<arith::PrimExpr>> BindScaledExtents(
+      const ir::Expr& scales, const std::vector<arith::PrimExpr>& dims,
+      const std::string& name_hint) = 0;
 
   // Checks at run time that `actual` equals `expected` (a constraint that shape inference
   // assumed of run-time values, such as a reshape keeping the element count), as

@@ -29,6 +29,24 @@ ir::Expr FloatsConstant(const std::vector<float>& values) {
   return Constant(std::move(a));
 }
 
+// Scales computed at run time: the output shape they give, bound to symbolic variables
+// (ImportContext::BindScaledExtents) and checked >= 0 at run time (a scale that is not
+// positive gives -1), as a ShapeExpr to pass with the scales; none when the scales are known
+// or the shape cannot be had.
+absl::StatusOr<ir::Expr> ScaledShape(ImportContext& ctx, const ir::Expr& x, const ir::Expr& scales,
+                                     int input) {
+  const ir::StructInfo& info = scales->struct_info;
+  const auto& shape = x->struct_info.shape;
+  if (ir::IsNone(scales) || ctx.ConstantValue(scales) || !shape || !info.dtype.is_float() ||
+      info.ndim != 1 || !info.shape || !(*info.shape)[0]->is_const_int(shape->size())) {
+    return ir::MakeNone();
+  }
+  const std::string& name = ctx.node().input(input);
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> dims, ctx.BindScaledExtents(scales, *shape, name));
+  CheckNonNegative(ctx, dims, name);
+  return ir::MakeShapeExpr(dims);
+}
+
 ir::Attrs ResizeAttrs(const std::string& mode, const std::string& transform,
                       const std::string& nearest_mode, double cubic_a, int64_t exclude_outside,
                       double extrapolation) {
@@ -43,18 +61,21 @@ ir::Attrs ResizeAttrs(const std::string& mode, const std::string& transform,
 // Before opset 11 there was no coordinate transformation or nearest mode: sources are
 // x / scale, and nearest picks floor when upsampling, ceil when downsampling ("simple", as
 // onnxruntime keeps it for these opsets).
-absl::Status EmitLegacyResize(ImportContext& ctx, ir::Expr x, ir::Expr scales) {
+absl::Status EmitLegacyResize(ImportContext& ctx, ir::Expr x, ir::Expr scales, int input) {
   std::string mode = ctx.StringAttr("mode", "nearest");
   if (mode != "nearest" && mode != "linear") return Unsupported(ctx, "mode " + mode);
-  return ctx.EmitOutput("resize", {x, ir::MakeNone(), scales, ir::MakeNone()},
+  KILN_ASSIGN_OR_RETURN(ir::Expr sizes, ScaledShape(ctx, x, scales, input));
+  return ctx.EmitOutput("resize", {x, ir::MakeNone(), scales, sizes},
                         ResizeAttrs(mode, "asymmetric", "simple", -0.75, 0, 0));
 }
 
 absl::Status ConvertUpsample(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
-  if (ctx.opset() < 9) return EmitLegacyResize(ctx, x, FloatsConstant(ctx.FloatsAttr("scales")));
+  if (ctx.opset() < 9) {
+    return EmitLegacyResize(ctx, x, FloatsConstant(ctx.FloatsAttr("scales")), -1);
+  }
   KILN_ASSIGN_OR_RETURN(ir::Expr scales, ctx.Input(1));
-  return EmitLegacyResize(ctx, x, scales);
+  return EmitLegacyResize(ctx, x, scales, 1);
 }
 
 // Opset 18's additions are accepted only at their defaults.
@@ -70,7 +91,7 @@ absl::Status ConvertResize(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   if (ctx.opset() < 11) {
     KILN_ASSIGN_OR_RETURN(ir::Expr scales, ctx.Input(1));
-    return EmitLegacyResize(ctx, x, scales);
+    return EmitLegacyResize(ctx, x, scales, 1);
   }
   KILN_RETURN_IF_ERROR(CheckResize18Attrs(ctx));
   std::string transform = ctx.StringAttr("coordinate_transformation_mode", "half_pixel");
@@ -91,6 +112,8 @@ absl::Status ConvertResize(ImportContext& ctx) {
   ir::Expr sizes_arg = sizes;
   if (!ir::IsNone(sizes)) {
     KILN_ASSIGN_OR_RETURN(sizes_arg, DimsArg(ctx, sizes, ctx.node().input(3)));
+  } else {
+    KILN_ASSIGN_OR_RETURN(sizes_arg, ScaledShape(ctx, x, scales, 2));
   }
   return ctx.EmitOutput(
       "resize", {x, roi, scales, sizes_arg},

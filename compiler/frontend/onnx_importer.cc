@@ -83,7 +83,15 @@ class GraphImporter : public ImportContext {
     return var;
   }
   absl::StatusOr<std::vector<PrimExpr>> BindRuntimeValues(const Expr& value,
-                                                          const std::string& name_hint) override;
+                                                          const std::string& name_hint) override {
+    return BindValues(ir::MakeCall("tensor_to_shape", {value}), name_hint);
+  }
+  absl::StatusOr<std::vector<PrimExpr>> BindScaledExtents(const Expr& scales,
+                                                          const std::vector<PrimExpr>& dims,
+                                                          const std::string& name_hint) override {
+    return BindValues(ir::MakeCall("tensor_to_shape", {scales, ir::MakeShapeExpr(dims)}),
+                      name_hint);
+  }
   void CheckAtRunTime(const PrimExpr& actual, const PrimExpr& expected,
                       const std::string& name_hint) override {
     StructInfo info = StructInfo::Shape({expected});
@@ -102,6 +110,8 @@ class GraphImporter : public ImportContext {
   absl::StatusOr<ir::Function> FinishSubgraph(const onnx::GraphProto& graph);
   absl::StatusOr<Expr> Fold(const ir::ExprNode& call);
   Expr ForgetRuntimeDims(const Expr& call);
+  absl::StatusOr<std::vector<PrimExpr>> BindValues(const Expr& to_shape,
+                                                   const std::string& name_hint);
 
   int64_t opset_;
   GraphImporter* parent_;  // the enclosing graph's importer, for subgraphs
@@ -307,9 +317,10 @@ Expr GraphImporter::ForgetRuntimeDims(const Expr& call) {
   return changed ? std::make_shared<const ir::ExprNode>(std::move(relaxed)) : nullptr;
 }
 
-absl::StatusOr<std::vector<PrimExpr>> GraphImporter::BindRuntimeValues(
-    const Expr& value, const std::string& name_hint) {
-  ir::ExprNode call = *ir::MakeCall("tensor_to_shape", {value});
+// `%name: Shape([name_0, ...]) = match_cast(to_shape, ...)` with fresh variables.
+absl::StatusOr<std::vector<PrimExpr>> GraphImporter::BindValues(const Expr& to_shape,
+                                                                const std::string& name_hint) {
+  ir::ExprNode call = *to_shape;
   KILN_ASSIGN_OR_RETURN(call.struct_info, op::InferStructInfo(call, analyzer_));
   std::string name = FreshName(name_hint);
   std::vector<PrimExpr> vars;

@@ -3,6 +3,7 @@
 #include "compiler/arith/check.h"
 #include "compiler/frontend/import_context.h"
 #include "compiler/frontend/onnx_reduce_internal.h"
+#include "compiler/frontend/onnx_tensor_ops.h"
 
 namespace kiln::frontend {
 namespace {
@@ -40,6 +41,34 @@ void RecordSymbolic(ImportContext& ctx, const std::string& op, const ir::Expr& x
   if (r) ctx.SetSymbolicValue(out, {*r});
 }
 
+// Axes read at run time (a small integer vector of static length) are bound to symbolic
+// variables and checked then, so the result keeps its dims: the reduction keeps the reduced
+// dims (as 1, a select over the axes) and, without keepdims, a reshape drops them.
+absl::Status EmitRuntimeAxesReduce(const std::string& op, ImportContext& ctx, const ir::Expr& x,
+                                   const ir::Expr& axes, ir::Attrs attrs) {
+  const std::vector<PrimExpr>& in = *x->struct_info.shape;
+  int64_t rank = in.size();
+  const std::string& name = ctx.node().input(1);
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values, ctx.BindRuntimeValues(axes, name));
+  if (static_cast<int64_t>(values.size()) > rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axes has ", values.size(), " entries for rank ", rank));
+  }
+  CheckAxesAtRunTime(ctx, values, rank, name);
+  bool keepdims = std::get<int64_t>(attrs["keepdims"]) != 0;
+  attrs.erase("axes");
+  attrs["keepdims"] = int64_t{1};
+  KILN_ASSIGN_OR_RETURN(ir::Expr kept, ctx.Emit(op, {x, ir::MakeShapeExpr(values)}, attrs,
+                                                keepdims ? "" : ctx.node().output(0) + "_kept"));
+  if (keepdims) {
+    ctx.SetOutput(0, kept);
+    return absl::OkStatus();
+  }
+  std::vector<PrimExpr> dims = KeptDims(in, op::NamedPositions(values, rank), rank - values.size());
+  return ctx.EmitOutput("reshape", {kept, ir::MakeShapeExpr(dims)},
+                        {{"checked_at_run_time", int64_t{1}}});
+}
+
 // Axes are an attribute before opset 13 (ReduceSum) or 18 (the others), an optional input
 // after. Known axes become the `axes` attribute; run-time ones stay an operand.
 absl::Status ConvertReduce(const std::string& op, ImportContext& ctx) {
@@ -55,6 +84,11 @@ absl::Status ConvertReduce(const std::string& op, ImportContext& ctx) {
       std::vector<int64_t> values;
       for (int64_t i = 0; i < known->num_elements(); ++i) values.push_back(known->GetInt(i));
       attrs["axes"] = values;
+    } else if (IsSmallIntVector(axes) && axes->struct_info.ndim == 1 &&
+               (*axes->struct_info.shape)[0]->is_const_int(0)) {
+      attrs["axes"] = std::vector<int64_t>{};  // empty at run time too
+    } else if (IsSmallIntVector(axes) && x->struct_info.shape) {
+      return EmitRuntimeAxesReduce(op, ctx, x, axes, attrs);
     } else {
       attrs.erase("axes");
       args.push_back(axes);

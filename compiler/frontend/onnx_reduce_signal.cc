@@ -4,6 +4,7 @@
 #include "compiler/arith/check.h"
 #include "compiler/frontend/onnx_reduce_internal.h"
 #include "compiler/frontend/onnx_tensor.h"
+#include "compiler/frontend/onnx_tensor_ops.h"
 
 namespace kiln::frontend {
 namespace {
@@ -42,8 +43,10 @@ absl::Status ConvertSTFT(ImportContext& ctx) {
   return ctx.EmitOutput("stft", args, {{"onesided", ctx.IntAttr("onesided", 1)}});
 }
 
+// A size read at run time is bound to a symbolic variable (checked >= 0 then): the extent.
 absl::Status ConvertWindow(const std::string& op, ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr size, ctx.Input(0));
+  KILN_ASSIGN_OR_RETURN(size, DimsArg(ctx, size, ctx.node().input(0)));
   KILN_ASSIGN_OR_RETURN(std::string dtype, OutputDType(ctx));
   return ctx.EmitOutput(op, {size}, {{"periodic", ctx.IntAttr("periodic", 1)}, {"dtype", dtype}});
 }

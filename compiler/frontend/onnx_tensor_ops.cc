@@ -73,6 +73,56 @@ absl::StatusOr<ir::Expr> DimsArg(ImportContext& ctx, const ir::Expr& value,
 
 namespace {
 
+// Helpers for axes read at run time: everything is a select over their values, so the
+// analyzer never assumes them >= 0 (ImportContext::BindRuntimeValues).
+PrimExpr Indicator(const PrimExpr& cond) {
+  return arith::Select(cond, arith::IntImm(1), arith::IntImm(0));
+}
+PrimExpr Eq(const PrimExpr& a, int64_t b) {
+  return arith::Binary(arith::ExprKind::kEQ, a, arith::IntImm(b));
+}
+
+}  // namespace
+
+std::vector<PrimExpr> KeptDims(const std::vector<PrimExpr>& in,
+                               const std::vector<PrimExpr>& dropped, size_t out_rank) {
+  std::vector<PrimExpr> dims;
+  PrimExpr dropped_before = arith::IntImm(0);
+  std::vector<PrimExpr> kept_before;  // kept dims before position i
+  for (size_t i = 0; i < in.size(); ++i) {
+    kept_before.push_back(arith::IntImm(i) - dropped_before);
+    dropped_before = dropped_before + Indicator(dropped[i]);
+  }
+  for (size_t k = 0; k < out_rank; ++k) {
+    PrimExpr dim = arith::IntImm(0);
+    for (size_t i = 0; i < in.size(); ++i) {
+      PrimExpr is_it =
+          arith::Binary(arith::ExprKind::kAnd, arith::Not(dropped[i]), Eq(kept_before[i], k));
+      dim = arith::Select(is_it, in[i], dim);
+    }
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+void CheckAxesAtRunTime(ImportContext& ctx, const std::vector<PrimExpr>& axes, int64_t rank,
+                        const std::string& name_hint) {
+  using arith::ExprKind;
+  PrimExpr named = arith::IntImm(0);
+  for (const PrimExpr& a : op::NamedPositions(axes, rank)) named = named + Indicator(a);
+  for (const PrimExpr& a : axes) {
+    PrimExpr in_range =
+        arith::Binary(ExprKind::kAnd, arith::Binary(ExprKind::kGE, a, arith::IntImm(-rank)),
+                      arith::Binary(ExprKind::kLT, a, arith::IntImm(rank)));
+    // Reports the axis itself; 0 is in range for every rank the axes may name.
+    ctx.CheckAtRunTime(arith::Select(in_range, arith::IntImm(0), a), arith::IntImm(0),
+                       name_hint + "_in_range");
+  }
+  ctx.CheckAtRunTime(named, arith::IntImm(axes.size()), name_hint + "_distinct");
+}
+
+namespace {
+
 absl::StatusOr<int64_t> Axis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank) {
     return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " out of range for rank ", rank));
@@ -281,29 +331,6 @@ absl::Status EmitAxesOp(ImportContext& ctx, const std::string& op, const ir::Exp
   return absl::OkStatus();
 }
 
-// Helpers for axes read at run time: everything is a select over their values, so the
-// analyzer never assumes them >= 0 (ImportContext::BindRuntimeValues).
-PrimExpr Indicator(const PrimExpr& cond) {
-  return arith::Select(cond, arith::IntImm(1), arith::IntImm(0));
-}
-PrimExpr Eq(const PrimExpr& a, int64_t b) {
-  return arith::Binary(arith::ExprKind::kEQ, a, arith::IntImm(b));
-}
-// For each position in [0, rank), whether one of `axes` (negative counting from rank) names it.
-std::vector<PrimExpr> NamedPositions(const std::vector<PrimExpr>& axes, int64_t rank) {
-  std::vector<PrimExpr> named;
-  for (int64_t k = 0; k < rank; ++k) {
-    PrimExpr any = arith::IntImm(0, arith::DataType::Bool());
-    for (const PrimExpr& a : axes) {
-      PrimExpr resolved = arith::Select(arith::Binary(arith::ExprKind::kLT, a, arith::IntImm(0)),
-                                        a + arith::IntImm(rank), a);
-      any = arith::Binary(arith::ExprKind::kOr, any, Eq(resolved, k));
-    }
-    named.push_back(any);
-  }
-  return named;
-}
-
 // Squeeze and Unsqueeze only reshape: with axes known at run time they become a reshape to
 // dims computed from the axes, with the constraints checked at run time: every axis names a
 // distinct position (so as many are named as given), and a squeezed dim is 1.
@@ -312,7 +339,7 @@ absl::Status EmitRuntimeUnsqueeze(ImportContext& ctx, const ir::Expr& x, const i
   KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
                         ctx.BindRuntimeValues(axes, ctx.node().input(1)));
   int64_t rank = in.size() + values.size();
-  std::vector<PrimExpr> inserted = NamedPositions(values, rank);
+  std::vector<PrimExpr> inserted = op::NamedPositions(values, rank);
   std::vector<PrimExpr> dims;
   PrimExpr inserted_before = arith::IntImm(0);
   for (int64_t k = 0; k < rank; ++k) {
@@ -332,11 +359,9 @@ absl::Status EmitRuntimeSqueeze(ImportContext& ctx, const ir::Expr& x, const ir:
   KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
                         ctx.BindRuntimeValues(axes, ctx.node().input(1)));
   int64_t rank = in.size();
-  std::vector<PrimExpr> dropped = NamedPositions(values, rank);
+  std::vector<PrimExpr> dropped = op::NamedPositions(values, rank);
   PrimExpr count = arith::IntImm(0), not_one = arith::IntImm(0);
-  std::vector<PrimExpr> kept_before;  // kept dims before position i
   for (int64_t i = 0; i < rank; ++i) {
-    kept_before.push_back(arith::IntImm(i) - count);
     count = count + Indicator(dropped[i]);
     not_one = not_one + Indicator(arith::Binary(
                             arith::ExprKind::kAnd, dropped[i],
@@ -347,21 +372,11 @@ absl::Status EmitRuntimeSqueeze(ImportContext& ctx, const ir::Expr& x, const ir:
     return absl::InvalidArgumentError(
         absl::StrCat("axes has ", values.size(), " entries for rank ", rank));
   }
-  std::vector<PrimExpr> dims;
-  for (int64_t k = 0; k < out_rank; ++k) {
-    // The k-th kept input dim.
-    PrimExpr dim = arith::IntImm(0);
-    for (int64_t i = 0; i < rank; ++i) {
-      PrimExpr is_it =
-          arith::Binary(arith::ExprKind::kAnd, arith::Not(dropped[i]), Eq(kept_before[i], k));
-      dim = arith::Select(is_it, in[i], dim);
-    }
-    dims.push_back(dim);
-  }
   std::string name = ctx.node().input(1);
   ctx.CheckAtRunTime(count, arith::IntImm(values.size()), name + "_fits");
   ctx.CheckAtRunTime(not_one, arith::IntImm(0), name + "_squeezes_ones");
-  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(dims)}, CheckedAtRunTime());
+  return ctx.EmitOutput("reshape", {x, ir::MakeShapeExpr(KeptDims(in, dropped, out_rank))},
+                        CheckedAtRunTime());
 }
 
 bool IsRuntimeAxes(const ImportContext& ctx, const ir::Expr& x, const ir::Expr& axes) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compiler/frontend/import_context.h"
+#include "compiler/op/op_def.h"
 
 namespace kiln::frontend {
 
@@ -17,6 +18,14 @@ bool IsSmallIntVector(const ir::Expr& value);
 // Checks at run time that each of `dims` (computed from run-time values) is >= 0.
 void CheckNonNegative(ImportContext& ctx, const std::vector<arith::PrimExpr>& dims,
                       const std::string& name_hint);
+// For axes read at run time (symbolic values): checks at run time that each lies in
+// [-rank, rank) (reporting the axis) and that they name distinct dims.
+void CheckAxesAtRunTime(ImportContext& ctx, const std::vector<arith::PrimExpr>& axes, int64_t rank,
+                        const std::string& name_hint);
+// The first `out_rank` dims of `in` that are not dropped (conditions, op::NamedPositions),
+// as selects: the dims that remain when the axes drop distinct dims.
+std::vector<arith::PrimExpr> KeptDims(const std::vector<arith::PrimExpr>& in,
+                                      const std::vector<arith::PrimExpr>& dropped, size_t out_rank);
 // A dims operand (Expand's shape, Tile's repeats, ConstantOfShape's shape), whose values ONNX
 // requires to be >= 0: as ShapeLikeArg, but the values of a small integer vector computed at
 // run time become symbolic variables (ImportContext::BindRuntimeValues), checked >= 0 then.

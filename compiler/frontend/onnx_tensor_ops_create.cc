@@ -82,12 +82,32 @@ absl::Status ConvertTrilu(ImportContext& ctx) {
   return ctx.EmitOutput("trilu", {x, k}, {{"upper", ctx.IntAttr("upper", 1)}});
 }
 
+// A depth read at run time (one integer or float value; a float truncates) is bound to a
+// symbolic variable, checked >= 1 then, so the new axis keeps it as its extent.
+absl::StatusOr<ir::Expr> OneHotDepth(ImportContext& ctx, const ir::Expr& depth) {
+  const ir::StructInfo& info = depth->struct_info;
+  bool one_value =
+      info.is_tensor() &&
+      (info.ndim == 0 || (info.ndim == 1 && info.shape && (*info.shape)[0]->is_const_int(1)));
+  if (ctx.ConstantValue(depth) || ctx.SymbolicValue(depth) || !one_value ||
+      !(info.dtype.is_int() || info.dtype.is_float())) {
+    return SymbolicScalar(ctx, depth);
+  }
+  const std::string& name = ctx.node().input(1);
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> v, ctx.BindRuntimeValues(depth, name));
+  PrimExpr positive = arith::Binary(arith::ExprKind::kGE, v[0], arith::IntImm(1));
+  // Reports the depth itself when it is below 1.
+  ctx.CheckAtRunTime(arith::Select(positive, arith::IntImm(1), v[0]), arith::IntImm(1),
+                     name + "_positive");
+  return ir::MakeShapeExpr(v);
+}
+
 absl::Status ConvertOneHot(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr indices, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(ir::Expr depth, ctx.Input(1));
   KILN_ASSIGN_OR_RETURN(ir::Expr values, ctx.Input(2));
-  return ctx.EmitOutput("one_hot", {indices, SymbolicScalar(ctx, depth), values},
-                        {{"axis", ctx.IntAttr("axis", -1)}});
+  KILN_ASSIGN_OR_RETURN(depth, OneHotDepth(ctx, depth));
+  return ctx.EmitOutput("one_hot", {indices, depth, values}, {{"axis", ctx.IntAttr("axis", -1)}});
 }
 
 }  // namespace

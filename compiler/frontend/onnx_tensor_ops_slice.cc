@@ -1,6 +1,7 @@
 // ONNX slicing operators: Split, Slice, Pad. Their index operands were attributes in old
 // opsets and are inputs now; both become shape-like operands of the Kiln op.
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
@@ -38,6 +39,21 @@ absl::StatusOr<ir::Expr> EqualSplit(const ImportContext& ctx, const PrimExpr& di
   return IntsConstant(sizes);
 }
 
+// Sizes read at run time (a small integer vector) become symbolic variables, checked >= 0
+// and to add up to the split dim then; others as ShapeLikeArg.
+absl::StatusOr<ir::Expr> RuntimeSplitSizes(ImportContext& ctx, const ir::Expr& x, int64_t axis,
+                                           const ir::Expr& split) {
+  if (ctx.SymbolicValue(split) || !IsSmallIntVector(split) || !x->struct_info.shape) {
+    return ShapeLikeArg(ctx, split);
+  }
+  const std::string& name = ctx.node().input(1);
+  KILN_ASSIGN_OR_RETURN(ir::Expr sizes, DimsArg(ctx, split, name));
+  PrimExpr total = arith::IntImm(0);
+  for (const PrimExpr& v : sizes->values) total = total + v;
+  ctx.CheckAtRunTime(total, (*x->struct_info.shape)[axis], name + "_sums_to_dim");
+  return sizes;
+}
+
 absl::Status ConvertSplit(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   int64_t rank = x->struct_info.ndim;
@@ -47,7 +63,7 @@ absl::Status ConvertSplit(ImportContext& ctx) {
   ir::Expr sizes;
   if (ctx.opset() >= 13 && ctx.HasInput(1)) {
     KILN_ASSIGN_OR_RETURN(ir::Expr split, ctx.Input(1));
-    sizes = ShapeLikeArg(ctx, split);
+    KILN_ASSIGN_OR_RETURN(sizes, RuntimeSplitSizes(ctx, x, axis, split));
   } else if (ctx.opset() < 13 && ctx.Attr("split")) {
     sizes = IntsConstant(ctx.IntsAttr("split"));
   } else {
@@ -166,6 +182,79 @@ absl::Status ResolveRuntimeSliceBounds(ImportContext& ctx, const ir::Expr& x,
   return absl::OkStatus();
 }
 
+// An operand's values as expressions: known ones as they are, a small integer vector read at
+// run time bound to symbolic variables, each under a select so that the analyzer assumes
+// nothing of it (ImportContext::BindRuntimeValues). nullopt when neither.
+absl::StatusOr<std::optional<std::vector<PrimExpr>>> OperandValues(ImportContext& ctx,
+                                                                   const ir::Expr& operand,
+                                                                   int input) {
+  if (operand->kind == ir::ExprKind::kShapeExpr) return operand->values;
+  if (auto known = ctx.SymbolicValue(operand)) return known;
+  if (!IsSmallIntVector(operand)) return std::nullopt;
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values,
+                        ctx.BindRuntimeValues(operand, ctx.node().input(input)));
+  for (PrimExpr& v : values) {
+    v = arith::Select(arith::Binary(arith::ExprKind::kGE, v, arith::IntImm(0)), v, v);
+  }
+  return values;
+}
+
+// Whether axis value `a` names dim `d`: a constant when `a` is one (checked in range here),
+// else a condition that the host evaluates (range checked at run time).
+absl::StatusOr<PrimExpr> NamesDim(const PrimExpr& a, int64_t d, int64_t rank) {
+  if (a->kind != arith::ExprKind::kIntImm) {
+    return op::NamedPositions({a}, rank)[d];
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(a->int_value, rank));
+  return arith::IntImm(axis == d, arith::DataType::Bool());
+}
+
+// Axes or steps read at run time: the slice is rewritten over every dim, in order. Dim d takes
+// the start, end and step given for the axis that names it (a select over the axes), else the
+// whole dim with step 1. The host checks that the axes are in range and distinct and that no
+// step is 0, and reports the input that breaks it.
+absl::Status SliceEveryDim(ImportContext& ctx, const std::vector<PrimExpr>& dims,
+                           std::vector<ir::Expr>& operands) {
+  std::vector<std::vector<PrimExpr>> v(4);
+  for (int k = 0; k < 4; ++k) {
+    KILN_ASSIGN_OR_RETURN(auto values, OperandValues(ctx, operands[k], k + 1));
+    if (!values) return absl::OkStatus();  // only the rank is known
+    v[k] = std::move(*values);
+    if (v[k].size() != v[0].size()) {
+      return absl::InvalidArgumentError("starts, ends, axes and steps must have the same length");
+    }
+  }
+  int64_t rank = dims.size();
+  auto is_const = [](const PrimExpr& e) { return e->kind == arith::ExprKind::kIntImm; };
+  if (!std::all_of(v[2].begin(), v[2].end(), is_const)) {
+    CheckAxesAtRunTime(ctx, v[2], rank, ctx.node().input(3));
+  }
+  for (const PrimExpr& step : v[3]) {
+    if (step->is_const_int(0)) return absl::InvalidArgumentError("steps must not be 0");
+    if (is_const(step)) continue;
+    PrimExpr is_zero = arith::Binary(arith::ExprKind::kEQ, step, arith::IntImm(0));
+    ctx.CheckAtRunTime(arith::Select(is_zero, arith::IntImm(0), arith::IntImm(1)), arith::IntImm(1),
+                       ctx.node().input(4) + "_nonzero");
+  }
+  std::vector<PrimExpr> starts, ends, axes, steps;
+  for (int64_t d = 0; d < rank; ++d) {
+    PrimExpr start = arith::IntImm(0), end = dims[d], step = arith::IntImm(1);
+    for (size_t i = v[0].size(); i-- > 0;) {
+      KILN_ASSIGN_OR_RETURN(PrimExpr named, NamesDim(v[2][i], d, rank));
+      start = arith::Select(named, v[0][i], start);
+      end = arith::Select(named, v[1][i], end);
+      step = arith::Select(named, v[3][i], step);
+    }
+    starts.push_back(start);
+    ends.push_back(end);
+    axes.push_back(arith::IntImm(d));
+    steps.push_back(ctx.analyzer().Simplify(step));
+  }
+  operands = {ir::MakeShapeExpr(starts), ir::MakeShapeExpr(ends), ValuesArg(axes),
+              ValuesArg(steps)};
+  return absl::OkStatus();
+}
+
 absl::Status ConvertSlice(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> operands, SliceOperands(ctx));
@@ -176,7 +265,12 @@ absl::Status ConvertSlice(ImportContext& ctx) {
     operands.push_back(IntsConstant(axes));
   }
   if (operands.size() < 4) operands.push_back(IntsConstant(std::vector<int64_t>(n, 1)));
-  KILN_RETURN_IF_ERROR(ResolveRuntimeSliceBounds(ctx, x, operands));
+  const ir::StructInfo& info = x->struct_info;
+  if (info.shape && (!ConstantInts(ctx, operands[2]) || !ConstantInts(ctx, operands[3]))) {
+    KILN_RETURN_IF_ERROR(SliceEveryDim(ctx, *info.shape, operands));
+  } else {
+    KILN_RETURN_IF_ERROR(ResolveRuntimeSliceBounds(ctx, x, operands));
+  }
   std::vector<ir::Expr> args = {x};
   args.insert(args.end(), operands.begin(), operands.end());
   KILN_ASSIGN_OR_RETURN(ir::Expr out, ctx.Emit("slice", args));

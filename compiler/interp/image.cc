@@ -140,7 +140,8 @@ absl::StatusOr<ResizeGeometry> GetResizeGeometry(const ir::ExprNode& call,
     }
     for (size_t i = 0; i < 2 * rank; ++i) g.roi[i] = roi.GetDouble(i);
   }
-  const bool by_sizes = !args[3].is_none();
+  // Sizes given with scales are the shape those scales give (op/image.cc): scales decide.
+  const bool by_sizes = args[2].is_none();
   const NDArray& given = by_sizes ? args[3].tensor() : args[2].tensor();
   if (given.num_elements() != static_cast<int64_t>(rank)) {
     return KernelError(call, absl::StrCat(by_sizes ? "sizes" : "scales", " has ",
@@ -159,6 +160,10 @@ absl::StatusOr<ResizeGeometry> GetResizeGeometry(const ir::ExprNode& call,
       if (!(scale > 0))
         return KernelError(call, absl::StrCat("scale ", scale, " must be positive"));
       g.out.push_back(static_cast<int64_t>(scale * in_d));
+      if (!args[3].is_none() && args[3].tensor().GetInt(d) != g.out.back()) {
+        return KernelError(call, absl::StrCat("sizes[", d, "] is ", args[3].tensor().GetInt(d),
+                                              ", the scales give ", g.out.back()));
+      }
       g.scale.push_back(scale);
       g.out_len.push_back(scale * in_d);
     }
@@ -183,8 +188,8 @@ double Interpolate(const NDArray& x, const Shape& strides,
 // a source coordinate per axis, and the taps around it are weighted by the mode's kernel.
 absl::StatusOr<Value> Resize(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* x, TensorArg(call, args, 0));
-  if (args.size() != 4 || args[2].is_none() == args[3].is_none()) {
-    return KernelError(call, "exactly one of scales and sizes must be given");
+  if (args.size() != 4 || (args[2].is_none() && args[3].is_none())) {
+    return KernelError(call, "scales or sizes must be given");
   }
   ResizeParams p = GetResizeParams(call);
   KILN_ASSIGN_OR_RETURN(ResizeGeometry g, GetResizeGeometry(call, args, x->shape));

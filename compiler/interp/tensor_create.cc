@@ -28,11 +28,25 @@ absl::StatusOr<Value> ShapeOf(const ir::ExprNode& call, const std::vector<Value>
   return Value(std::move(out));
 }
 
-// The values of a small integer tensor as a 1-D i64 vector: how shapes travel here.
+// The values of a small tensor as a 1-D i64 vector: how shapes travel here. Floats truncate;
+// with dims, the extents float scales make of them (op/tensor_create.cc), as Resize computes.
 absl::StatusOr<Value> TensorToShape(const ir::ExprNode& call, const std::vector<Value>& args) {
   KILN_ASSIGN_OR_RETURN(const NDArray* t, TensorArg(call, args, 0));
   NDArray out = NDArray::Zeros(DataType::Int(64), {t->num_elements()});
-  for (int64_t i = 0; i < t->num_elements(); ++i) out.data<int64_t>()[i] = t->GetInt(i);
+  const NDArray* dims = nullptr;
+  if (args.size() == 2) {
+    KILN_ASSIGN_OR_RETURN(dims, TensorArg(call, args, 1));
+    if (dims->num_elements() != t->num_elements()) return KernelError(call, "one dim per scale");
+  }
+  for (int64_t i = 0; i < t->num_elements(); ++i) {
+    int64_t& v = out.data<int64_t>()[i];
+    if (dims) {
+      double scale = t->GetDouble(i);
+      v = scale > 0 ? static_cast<int64_t>(scale * static_cast<double>(dims->GetInt(i))) : -1;
+    } else {
+      v = t->dtype.is_float() ? static_cast<int64_t>(t->GetDouble(i)) : t->GetInt(i);
+    }
+  }
   return Value(std::move(out));
 }
 

@@ -36,14 +36,20 @@ std::optional<PrimExpr> ScaledDim(const PrimExpr& dim, double scale,
   return analyzer.Simplify(dim * arith::IntImm(static_cast<int64_t>(scale)));
 }
 
-// resize(x, roi, scales, sizes): sizes (or scales) give the output shape when known.
+// resize(x, roi, scales, sizes): sizes (or scales) give the output shape when known. Scales
+// read at run time may come with sizes: the output shape they give, floor(in * scale), which
+// the importer binds to symbolic variables (tensor_to_shape(scales, dims)); the scales still
+// map the coordinates.
 absl::StatusOr<StructInfo> InferResize(const ir::ExprNode& call, const arith::Analyzer& analyzer) {
   if (call.args.size() != 4) return OpError(call, "expects x, roi, scales and sizes");
   KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
   const ir::Expr& scales = call.args[2];
   const ir::Expr& sizes = call.args[3];
-  if (ir::IsNone(scales) == ir::IsNone(sizes)) {
-    return OpError(call, "exactly one of scales and sizes must be given");
+  if (ir::IsNone(scales) && ir::IsNone(sizes)) {
+    return OpError(call, "scales or sizes must be given");
+  }
+  if (!ir::IsNone(scales) && !ir::IsNone(sizes) && scales->kind == ir::ExprKind::kConstant) {
+    return OpError(call, "sizes come with scales only when those are read at run time");
   }
   if (!ir::IsNone(sizes)) {
     auto values = KnownIntValues(sizes);

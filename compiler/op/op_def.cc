@@ -43,6 +43,21 @@ absl::StatusOr<int64_t> NormalizeAxis(const ir::ExprNode& call, int64_t axis, in
   return axis < 0 ? axis + rank : axis;
 }
 
+std::vector<PrimExpr> NamedPositions(const std::vector<PrimExpr>& axes, int64_t rank) {
+  std::vector<PrimExpr> named;
+  for (int64_t k = 0; k < rank; ++k) {
+    PrimExpr any = arith::IntImm(0, arith::DataType::Bool());
+    for (const PrimExpr& a : axes) {
+      PrimExpr resolved = arith::Select(arith::Binary(arith::ExprKind::kLT, a, arith::IntImm(0)),
+                                        a + arith::IntImm(rank), a);
+      PrimExpr is_k = arith::Binary(arith::ExprKind::kEQ, resolved, arith::IntImm(k));
+      any = arith::Binary(arith::ExprKind::kOr, any, is_k);
+    }
+    named.push_back(any);
+  }
+  return named;
+}
+
 template <typename T>
 static const T* FindAttr(const ir::Attrs& attrs, const std::string& name) {
   auto it = attrs.find(name);

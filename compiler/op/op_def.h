@@ -38,6 +38,10 @@ absl::StatusOr<std::vector<const ir::StructInfo*>> TensorArgs(const ir::ExprNode
                                                               size_t count);
 // Resolves a possibly negative axis against `rank`; INVALID_ARGUMENT when out of range.
 absl::StatusOr<int64_t> NormalizeAxis(const ir::ExprNode& call, int64_t axis, int64_t rank);
+// For axes read at run time (symbolic values; negative ones count from `rank`): for each
+// position in [0, rank), the condition that one of them names it. Built from comparisons and
+// selects only, so nothing is assumed of the values (ImportContext::BindRuntimeValues).
+std::vector<arith::PrimExpr> NamedPositions(const std::vector<arith::PrimExpr>& axes, int64_t rank);
 
 int64_t GetIntAttr(const ir::Attrs& attrs, const std::string& name, int64_t fallback);
 double GetFloatAttr(const ir::Attrs& attrs, const std::string& name, double fallback);

@@ -2,7 +2,8 @@
 //
 // A reduction is `reduce_*(data) {axes, keepdims, noop_with_empty_axes}` when its axes are
 // known at import, or `reduce_*(data, axes)` when they are a run-time tensor; then only the
-// rank of the result is known (or not even that, without keepdims).
+// rank of the result is known (or not even that, without keepdims), unless the axes are a
+// ShapeExpr of symbolic values (bound by the importer) and keepdims is set.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,21 @@ StructInfo InferRuntimeAxes(const ir::ExprNode& call, const StructInfo& data) {
   return StructInfo::TensorRank(std::max<int64_t>(data.ndim - k, 0), data.dtype);
 }
 
+// Axes whose values are symbolic (read at run time, a ShapeExpr): with keepdims each dim is
+// 1 where some axis names it, a select the host evaluates once the axes are read.
+StructInfo InferSymbolicAxes(const ir::ExprNode& call, const StructInfo& data,
+                             const std::vector<PrimExpr>& axes) {
+  if (GetIntAttr(call.attrs, "keepdims", 1) == 0 || !data.shape) {
+    return InferRuntimeAxes(call, data);
+  }
+  std::vector<PrimExpr> named = NamedPositions(axes, data.ndim);
+  std::vector<PrimExpr> out;
+  for (int64_t d = 0; d < data.ndim; ++d) {
+    out.push_back(arith::Select(named[d], arith::IntImm(1), (*data.shape)[d]));
+  }
+  return StructInfo::Tensor(std::move(out), data.dtype);
+}
+
 absl::StatusOr<StructInfo> InferReduce(const ir::ExprNode& call, const arith::Analyzer&) {
   if (call.args.empty() || call.args.size() > 2) {
     return OpError(call, "expects data and optional axes");
@@ -50,6 +66,7 @@ absl::StatusOr<StructInfo> InferReduce(const ir::ExprNode& call, const arith::An
   std::vector<int64_t> axes = GetIntsAttr(call.attrs, "axes");
   if (call.args.size() == 2 && !ir::IsNone(call.args[1])) {
     const ir::Expr& arg = call.args[1];
+    if (arg->kind == ir::ExprKind::kShapeExpr) return InferSymbolicAxes(call, *data, arg->values);
     if (arg->kind != ir::ExprKind::kConstant) return InferRuntimeAxes(call, *data);
     for (int64_t i = 0; i < arg->data->num_elements(); ++i) axes.push_back(arg->data->GetInt(i));
   }

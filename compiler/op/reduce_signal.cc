@@ -120,7 +120,14 @@ absl::StatusOr<StructInfo> InferSTFT(const ir::ExprNode& call, const arith::Anal
   return StructInfo::Tensor({s[0], frames, bins, arith::IntImm(2)}, signal->dtype);
 }
 
+// *_window(size): size is a scalar tensor, or a ShapeExpr of one value (read at run time and
+// bound to a symbolic variable by the importer).
 absl::StatusOr<StructInfo> InferWindow(const ir::ExprNode& call, const arith::Analyzer&) {
+  if (call.args.size() == 1 && call.args[0]->kind == ir::ExprKind::kShapeExpr &&
+      call.args[0]->values.size() == 1) {
+    KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
+    return StructInfo::Tensor({call.args[0]->values[0]}, dtype);
+  }
   KILN_RETURN_IF_ERROR(CheckScalars(call, 1));
   if (!call.args[0]->struct_info.dtype.is_int()) return OpError(call, "size must be an integer");
   KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));

@@ -32,15 +32,27 @@ absl::StatusOr<StructInfo> InferShape(const ir::ExprNode& call, const arith::Ana
   return StructInfo::Tensor({arith::IntImm(std::max<int64_t>(end - start, 0))}, DataType::Int(64));
 }
 
-// tensor_to_shape(t): the values of a small integer tensor (0-d or 1-D of static length) as a
-// Shape. Its values are unknown here; the importer binds them to fresh symbolic variables
-// with match_cast, so that shapes computed from run-time data stay symbolic.
+// tensor_to_shape(t): the values of a small tensor (0-d or 1-D of static length) as a Shape;
+// float values truncate toward zero (a float OneHot depth). tensor_to_shape(t, dims) with
+// float t and a ShapeExpr `dims` of as many values gives the extents the scales t make of
+// dims: trunc(dims[k] * t[k]) in double, or -1 where t[k] is not positive (Resize). The
+// values are unknown here; the importer binds them to fresh symbolic variables with
+// match_cast, so that shapes computed from run-time data stay symbolic.
 absl::StatusOr<StructInfo> InferTensorToShape(const ir::ExprNode& call, const arith::Analyzer&) {
-  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
+  if (call.args.empty() || call.args.size() > 2) return OpError(call, "expects 1 or 2 arguments");
   KILN_ASSIGN_OR_RETURN(const StructInfo* t, TensorArg(call, 0));
-  if (!t->dtype.is_int()) return OpError(call, "argument 0 must be an integer tensor");
+  if (!t->dtype.is_int() && !t->dtype.is_float()) {
+    return OpError(call, "argument 0 must be an integer or float tensor");
+  }
   KILN_ASSIGN_OR_RETURN(int64_t n, ValueCount(call, 0));
   if (n < 0) return OpError(call, "argument 0 must have a length known at compile time");
+  if (call.args.size() == 2) {
+    const ir::Expr& dims = call.args[1];
+    if (dims->kind != ir::ExprKind::kShapeExpr || static_cast<int64_t>(dims->values.size()) != n ||
+        !t->dtype.is_float()) {
+      return OpError(call, "scales take a float tensor and a ShapeExpr of as many dims");
+    }
+  }
   StructInfo out;
   out.kind = StructInfo::Kind::kShape;
   out.ndim = static_cast<int>(n);

@@ -34,10 +34,24 @@ PrimExpr ClampIndex(const PrimExpr& v, const PrimExpr& d, int64_t lo, int64_t hi
   return ProvedMax(arith::IntImm(lo), ProvedMin(resolved, hi, an), an);
 }
 
-// The extent of one sliced axis; nullptr when the step is not a known constant.
+// The extent for a step read at run time (non-zero, checked by the host): both forms under a
+// select on its sign, each dividing by a positive value whatever the sign.
+PrimExpr RuntimeSliceExtent(const PrimExpr& d, const PrimExpr& start, const PrimExpr& end,
+                            const PrimExpr& step, const arith::Analyzer& an) {
+  PrimExpr zero = arith::IntImm(0), one = arith::IntImm(1);
+  PrimExpr b = ClampIndex(start, d, 0, 0, an), e = ClampIndex(end, d, 0, 0, an);
+  PrimExpr up = arith::FloorDiv(e - b + step - one, arith::Max(step, one));
+  b = ClampIndex(start, d, 0, -1, an);
+  e = ClampIndex(end, d, -1, -1, an);
+  PrimExpr down = arith::FloorDiv(b - e - step - one, arith::Max(zero - step, one));
+  PrimExpr len = arith::Select(arith::Binary(arith::ExprKind::kGT, step, zero), up, down);
+  return arith::Max(len, zero);
+}
+
+// The extent of one sliced axis.
 PrimExpr SliceExtent(const PrimExpr& d, const PrimExpr& start, const PrimExpr& end,
                      const PrimExpr& step, const arith::Analyzer& an) {
-  if (!IsConst(step) || step->int_value == 0) return nullptr;
+  if (!IsConst(step)) return RuntimeSliceExtent(d, start, end, step, an);
   int64_t s = step->int_value;
   PrimExpr len;
   if (s > 0) {
@@ -75,9 +89,7 @@ absl::StatusOr<StructInfo> InferSlice(const ir::ExprNode& call, const arith::Ana
     if (seen[axis]) return OpError(call, absl::StrCat("axis ", a->int_value, " given twice"));
     seen[axis] = true;
     if ((*v[3])[i]->is_const_int(0)) return OpError(call, "steps must not be 0");
-    PrimExpr len = SliceExtent(out[axis], (*v[0])[i], (*v[1])[i], (*v[3])[i], an);
-    if (!len) return StructInfo::TensorRank(x->ndim, x->dtype);
-    out[axis] = len;
+    out[axis] = SliceExtent(out[axis], (*v[0])[i], (*v[1])[i], (*v[3])[i], an);
   }
   return StructInfo::Tensor(std::move(out), x->dtype);
 }

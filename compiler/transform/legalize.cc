@@ -27,6 +27,8 @@ const KernelBuilderTable& Builders() {
     RegisterImageKernelBuilders(*t);
     RegisterMultiOutputKernelBuilders(*t);
     RegisterRecurrentKernelBuilders(*t);
+    RegisterSignalKernelBuilders(*t);
+    RegisterTextKernelBuilders(*t);
     return t;
   }();
   return *table;

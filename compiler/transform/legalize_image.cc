@@ -1,6 +1,7 @@
 // Image and scan operators: depth_to_space, space_to_depth, cum_sum, reverse_sequence and
 // resize. The definitions follow the reference kernels in interp/image.cc and
-// interp/image_index.cc; tuple-result ops (top_k, unique) are not kernels.
+// interp/image_index.cc; tuple-result ops (top_k, unique) are not kernels. Sampling at
+// run-time positions (grid_sample, roi_align, max_unpool) is in legalize_image_sampling.cc.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 namespace kiln::transform {
 
 void RegisterImageKernelBuilders(KernelBuilderTable& table);
+void RegisterImageSamplingKernelBuilders(KernelBuilderTable& table);  // legalize_image_sampling.cc
 
 namespace {
 
@@ -325,7 +327,8 @@ absl::StatusOr<Stmt> ResizeBody(const KernelContext& k) {
     if (!values) return NotConstant(k.call, 1, "roi of 2 * rank entries");
     roi = *values;
   }
-  bool by_sizes = !EmptyOperand(k, 3);
+  // Sizes may come with scales read at run time (the shape they give): scales decide then.
+  bool by_sizes = EmptyOperand(k, 2);
   size_t given_at = by_sizes ? 3 : 2;
   auto given = FloatValues(k, given_at, rank);
   if (!given) return NotConstant(k.call, given_at, "a tensor of rank entries of scales or sizes");
@@ -399,6 +402,7 @@ void RegisterImageKernelBuilders(KernelBuilderTable& table) {
   table["cum_sum"] = CumSumBody;
   table["reverse_sequence"] = always(ReverseSequenceBody);
   table["resize"] = ResizeBody;
+  RegisterImageSamplingKernelBuilders(table);
 }
 
 }  // namespace kiln::transform

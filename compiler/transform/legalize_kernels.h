@@ -39,6 +39,8 @@ void RegisterReduceKernelBuilders(KernelBuilderTable& table);       // legalize_
 void RegisterImageKernelBuilders(KernelBuilderTable& table);        // legalize_image.cc
 void RegisterMultiOutputKernelBuilders(KernelBuilderTable& table);  // legalize_multi_output.cc
 void RegisterRecurrentKernelBuilders(KernelBuilderTable& table);    // legalize_rnn.cc
+void RegisterSignalKernelBuilders(KernelBuilderTable& table);       // legalize_signal.cc
+void RegisterTextKernelBuilders(KernelBuilderTable& table);         // legalize_text.cc
 
 // The input buffer of call argument `arg`, or null where that argument is omitted (none) or
 // absent: k.inputs leaves out ShapeExpr and none arguments.

@@ -48,6 +48,28 @@ Stmt ForEachGroup(const std::vector<PrimExpr>& shape, const std::vector<bool>& r
   });
 }
 
+// ForEachGroup for axes known only at run time: `reduced[d]` is a condition, so each dim is
+// looped over both in the group's position (extent 1 where reduced) and within the group
+// (extent 1 where kept). The kept position is the keepdims output position.
+Stmt ForEachRuntimeGroup(const std::vector<PrimExpr>& shape, const std::vector<PrimExpr>& reduced,
+                         const std::function<Stmt(const Indices&, const OverGroup&)>& body) {
+  std::vector<PrimExpr> outer_shape, inner_shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    outer_shape.push_back(arith::Select(reduced[d], arith::IntImm(1), shape[d]));
+    inner_shape.push_back(arith::Select(reduced[d], shape[d], arith::IntImm(1)));
+  }
+  return LoopNest(outer_shape, "o", [&](const Indices& outer) {
+    OverGroup over = [&](const std::function<Stmt(const Indices&)>& f) {
+      return LoopNest(inner_shape, "r", [&](const Indices& inner) {
+        Indices at;
+        for (size_t d = 0; d < shape.size(); ++d) at.push_back(outer[d] + inner[d]);
+        return f(at);
+      });
+    };
+    return body(outer, over);
+  });
+}
+
 // The number of elements in one group, as a value of type t.
 PrimExpr GroupSize(const std::vector<PrimExpr>& shape, const std::vector<bool>& reduced,
                    DataType t) {
@@ -195,24 +217,70 @@ Stmt LogSumExpGroup(const Buffer& x, const OverGroup& over, const Scalar& max, c
   });
 }
 
+// The groups of a reduction and where each one's result goes: loops over the groups, the
+// output position of a group, and the number of elements in one.
+struct Groups {
+  std::function<Stmt(const std::function<Stmt(const Indices&, const OverGroup&)>&)> for_each;
+  std::function<Indices(const Indices&)> out_index;
+  PrimExpr count;  // an integer
+};
+
+// Axes in the attribute or a constant operand: the reduced dims are known.
+absl::StatusOr<Groups> KnownGroups(const KernelContext& k, const std::vector<int64_t>& axes) {
+  const Buffer& x = k.inputs[0];
+  int64_t rank = static_cast<int64_t>(x->shape.size());
+  KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced, op::ReducedAxes(k.call, axes, rank));
+  bool keepdims = op::GetIntAttr(k.call.attrs, "keepdims", 1) != 0;
+  PrimExpr count = arith::IntImm(1);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) count = count * x->shape[d];
+  }
+  return Groups{
+      [x, reduced](const auto& body) { return ForEachGroup(x->shape, reduced, body); },
+      [reduced, keepdims](const Indices& outer) { return OutIndex(outer, reduced, keepdims); },
+      count};
+}
+
+// Axes read at run time (a ShapeExpr of symbolic values, checked by the host): the result
+// keeps the reduced dims (inference gives it the keepdims shape).
+absl::StatusOr<Groups> RuntimeGroups(const KernelContext& k, const std::vector<PrimExpr>& axes) {
+  const Buffer& x = k.inputs[0];
+  if (op::GetIntAttr(k.call.attrs, "keepdims", 1) == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "op ", k.call.name, ": axes read at run time are compiled only with keepdims"));
+  }
+  std::vector<PrimExpr> reduced = op::NamedPositions(axes, x->shape.size());
+  PrimExpr count = arith::IntImm(1);
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    count = count * arith::Select(reduced[d], x->shape[d], arith::IntImm(1));
+  }
+  return Groups{
+      [x, reduced](const auto& body) { return ForEachRuntimeGroup(x->shape, reduced, body); },
+      [](const Indices& outer) { return outer; }, count};
+}
+
 absl::StatusOr<Stmt> ReduceBody(ReduceKind kind, const KernelContext& k) {
   const Buffer &x = k.inputs[0], &y = k.out;
   if (!x->dtype.is_float() && !x->dtype.is_int()) {
     return absl::UnimplementedError(
         absl::StrCat("op ", k.call.name, ": dtype ", x->dtype.ToString(), " is not compiled"));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(k));
-  // With no axes and noop_with_empty_axes, the input itself (not, say, |x| for reduce_l2).
-  if (axes.empty() && op::GetIntAttr(k.call.attrs, "noop_with_empty_axes", 0) != 0) {
-    return Compute(y, [&](const Indices& idx) { return arith::Load(x, idx); });
+  absl::StatusOr<Groups> found;
+  if (k.call.args.size() == 2 && k.call.args[1]->kind == ir::ExprKind::kShapeExpr) {
+    found = RuntimeGroups(k, k.call.args[1]->values);
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(k));
+    // With no axes and noop_with_empty_axes, the input itself (not, say, |x| for reduce_l2).
+    if (axes.empty() && op::GetIntAttr(k.call.attrs, "noop_with_empty_axes", 0) != 0) {
+      return Compute(y, [&](const Indices& idx) { return arith::Load(x, idx); });
+    }
+    found = KnownGroups(k, axes);
   }
-  int64_t rank = static_cast<int64_t>(x->shape.size());
-  KILN_ASSIGN_OR_RETURN(std::vector<bool> reduced, op::ReducedAxes(k.call, axes, rank));
-  bool keepdims = op::GetIntAttr(k.call.attrs, "keepdims", 1) != 0;
+  KILN_ASSIGN_OR_RETURN(Groups groups, std::move(found));
   DataType t = AccType(kind, x->dtype);
   Scalar acc("acc", t), max("max", t);
-  PrimExpr count = GroupSize(x->shape, reduced, t);
-  return ForEachGroup(x->shape, reduced, [&](const Indices& outer, const OverGroup& over) {
+  PrimExpr count = arith::Cast(t, groups.count);
+  return groups.for_each([&](const Indices& outer, const OverGroup& over) {
     Stmt stats;
     if (kind == ReduceKind::kLogSumExp) {
       stats = LogSumExpGroup(x, over, max, acc);
@@ -222,8 +290,8 @@ absl::StatusOr<Stmt> ReduceBody(ReduceKind kind, const KernelContext& k) {
                          return acc.set(Update(kind, acc.get(), v));
                        })});
     }
-    Stmt store = ir::Store(y, OutIndex(outer, reduced, keepdims),
-                           CastTo(y->dtype, Finish(kind, acc.get(), count)));
+    Stmt store =
+        ir::Store(y, groups.out_index(outer), CastTo(y->dtype, Finish(kind, acc.get(), count)));
     Stmt body = AllocateAll({&acc}, ir::Seq({stats, store}));
     return kind == ReduceKind::kLogSumExp ? AllocateAll({&max}, body) : body;
   });

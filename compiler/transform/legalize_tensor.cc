@@ -72,12 +72,14 @@ PrimExpr Clamp(PrimExpr v, PrimExpr lo, PrimExpr hi) { return arith::Min(arith::
 // Where a sliced axis starts, as the reference's SliceAxis: a negative start counts from
 // the end (below -dim it is below every bound), then clamps; a negative step starts at most
 // at dim - 1.
-PrimExpr SliceStart(PrimExpr start, PrimExpr dim, int64_t step) {
+PrimExpr SliceStart(PrimExpr start, PrimExpr dim, PrimExpr step) {
+  PrimExpr zero = arith::IntImm(0);
   PrimExpr from_end = arith::Max(start + dim, arith::IntImm(-1));
-  PrimExpr v =
-      arith::Select(arith::Binary(ExprKind::kLT, start, arith::IntImm(0)), from_end, start);
-  return step > 0 ? Clamp(v, arith::IntImm(0), dim)
-                  : Clamp(v, arith::IntImm(0), dim - arith::IntImm(1));
+  PrimExpr v = arith::Select(arith::Binary(ExprKind::kLT, start, zero), from_end, start);
+  PrimExpr up = Clamp(v, zero, dim), down = Clamp(v, zero, dim - arith::IntImm(1));
+  if (step->kind == ExprKind::kIntImm) return step->int_value > 0 ? up : down;
+  // A step read at run time (checked non-zero by the host).
+  return arith::Select(arith::Binary(ExprKind::kGT, step, zero), up, down);
 }
 
 absl::StatusOr<Stmt> SliceBody(const KernelContext& k) {
@@ -89,20 +91,17 @@ absl::StatusOr<Stmt> SliceBody(const KernelContext& k) {
     if (!values) return NotConstant(k.call, i, "starts, ends, axes and steps");
     v.push_back(*values);
   }
-  std::vector<PrimExpr> starts(rank, arith::IntImm(0));
-  std::vector<int64_t> steps(rank, 1);
+  std::vector<PrimExpr> starts(rank, arith::IntImm(0)), steps(rank, arith::IntImm(1));
   for (size_t i = 0; i < v[0].size(); ++i) {
-    if (v[2][i]->kind != ExprKind::kIntImm || v[3][i]->kind != ExprKind::kIntImm) {
-      return NotConstant(k.call, 3, "axes and steps");
-    }
+    if (v[2][i]->kind != ExprKind::kIntImm) return NotConstant(k.call, 3, "axes");
     int64_t axis = v[2][i]->int_value < 0 ? v[2][i]->int_value + rank : v[2][i]->int_value;
-    steps[axis] = v[3][i]->int_value;
+    steps[axis] = v[3][i];
     starts[axis] = k.analyzer.Simplify(SliceStart(v[0][i], x->shape[axis], steps[axis]));
   }
   return Compute(k.out, [&](const Indices& idx) {
     Indices at;
     for (int64_t d = 0; d < rank; ++d) {
-      at.push_back(k.analyzer.Simplify(starts[d] + idx[d] * arith::IntImm(steps[d])));
+      at.push_back(k.analyzer.Simplify(starts[d] + idx[d] * steps[d]));
     }
     return arith::Load(x, at);
   });

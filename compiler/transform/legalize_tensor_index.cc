@@ -1,7 +1,9 @@
 // Index operators (gather, gather_elements) and tensor makers (trilu, eye_like, one_hot,
-// range, constant_of_shape, shape and size as data), following the reference kernels in
-// interp/tensor_index.cc and interp/tensor_create.cc.
+// range, constant_of_shape, shape and size as data, the cosine windows), following the
+// reference kernels in interp/tensor_index.cc, interp/tensor_create.cc and
+// interp/reduce_signal.cc.
 #include <algorithm>
+#include <cmath>
 
 #include "compiler/op/op_def.h"
 #include "compiler/transform/legalize_tensor_util.h"
@@ -127,6 +129,25 @@ Stmt SizeBody(const KernelContext& k) {
   return ir::Store(k.out, {}, arith::Cast(k.out->dtype, k.analyzer.Simplify(n)));
 }
 
+// Generalized cosine windows, as the reference's Window: sum_k a_k cos(2 pi k n / N) in
+// double, N the size when periodic, size - 1 when symmetric (a window of one is 1).
+Stmt CosineWindowBody(const std::vector<double>& coeffs, const KernelContext& k) {
+  DataType f64 = DataType::Float(64);
+  PrimExpr size = k.out->shape[0];
+  bool periodic = op::GetIntAttr(k.call.attrs, "periodic", 1) != 0;
+  PrimExpr period = arith::Cast(f64, periodic ? size : size - arith::IntImm(1));
+  return Compute(k.out, [&](const Indices& idx) {
+    PrimExpr v = arith::FloatImm(0, f64);
+    for (size_t c = 0; c < coeffs.size(); ++c) {
+      PrimExpr kn = arith::Cast(f64, arith::IntImm(c) * idx[0]);
+      PrimExpr angle = arith::Binary(ExprKind::kDiv, arith::FloatImm(2 * M_PI, f64) * kn, period);
+      v = v + arith::FloatImm(coeffs[c], f64) * arith::Call(f64, "cos", {angle});
+    }
+    PrimExpr single = arith::Binary(ExprKind::kEQ, period, arith::FloatImm(0, f64));
+    return arith::Cast(k.out->dtype, arith::Select(single, arith::FloatImm(1, f64), v));
+  });
+}
+
 }  // namespace
 
 void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table) {
@@ -149,6 +170,14 @@ void RegisterTensorIndexKernelBuilders(KernelBuilderTable& table) {
   table["constant_of_shape"] = always(ConstantOfShapeBody);
   table["shape"] = always(ShapeBody);
   table["size"] = always(SizeBody);
+  auto window = [](std::vector<double> coeffs) {
+    return [coeffs](const KernelContext& k) -> absl::StatusOr<Stmt> {
+      return CosineWindowBody(coeffs, k);
+    };
+  };
+  table["hann_window"] = window({0.5, -0.5});
+  table["hamming_window"] = window({25.0 / 46.0, -21.0 / 46.0});
+  table["blackman_window"] = window({0.42, -0.5, 0.08});
 }
 
 }  // namespace kiln::transform

@@ -157,8 +157,9 @@ class HostLowering {
         const auto& vars = *b.var->struct_info.shape;
         for (size_t k = 0; k < vars.size(); ++k) {
           KILN_CHECK(vars[k]->kind == ExprKind::kVar) << "tensor_to_shape binds " << vars[k];
+          PrimExpr scaled = b.value->args.size() == 2 ? b.value->args[1]->values.at(k) : nullptr;
           value_binder_.push_back({vars[k], static_cast<size_t>(param - func_.params.begin()), k,
-                                   tensor->struct_info.dtype});
+                                   tensor->struct_info.dtype, scaled});
         }
       }
     }
@@ -226,8 +227,20 @@ class HostLowering {
       PrimExpr data = HostCall(DataType::Handle(), intrinsic::kInputData, {I32(v.input)});
       PrimExpr element = HostCall(v.dtype, intrinsic::kReadElement,
                                   {data, arith::IntImm(static_cast<int64_t>(v.element))});
-      p.Let(v.var, arith::Cast(DataType::Int(), element));
+      p.Let(v.var, v.scaled_dim ? ScaledExtent(element, v.scaled_dim)
+                                : arith::Cast(DataType::Int(), element));
     }
+  }
+
+  // The extent a float scale makes of `dim`, as tensor_to_shape(scales, dims) defines it:
+  // trunc(dim * scale) in double, -1 (reported by the non-negative check that follows it)
+  // where the scale is not positive.
+  static PrimExpr ScaledExtent(const PrimExpr& element, const PrimExpr& dim) {
+    PrimExpr scale = arith::Cast(DataType::Float(64), element);
+    PrimExpr product = scale * arith::Cast(DataType::Float(64), dim);
+    PrimExpr positive =
+        arith::Binary(ExprKind::kGT, scale, arith::FloatImm(0, DataType::Float(64)));
+    return arith::Select(positive, arith::Cast(DataType::Int(), product), arith::IntImm(-1));
   }
 
   // `kiln compile --dim-bound seq=4096`: the planner may size storage for seq <= 4096, so
@@ -537,7 +550,8 @@ class HostLowering {
   struct InputValue {
     PrimExpr var;
     size_t input, element;
-    DataType dtype;  // the input's element type
+    DataType dtype;       // the input's element type
+    PrimExpr scaled_dim;  // tensor_to_shape(scales, dims): the dim this scale applies to
   };
   std::vector<InputValue> value_binder_;
   std::map<const ir::ExprNode*, PrimExpr> output_handles_;  // output var -> kiln.output_data

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "compiler/driver/driver.h"
 #include "kiln/runtime.hpp"
 
@@ -67,6 +68,18 @@ inline std::vector<ir::NDArray> RunModel(const runtime::Model& model,
   std::string error;
   EXPECT_TRUE(model.Run(in, &out, &error)) << error;
   return outputs;
+}
+
+// The output shapes `model` computes for `inputs` before running (from their shapes and,
+// where values decide shapes, their data), or the error it reports.
+inline absl::StatusOr<std::vector<std::vector<int64_t>>> CompiledOutputShapes(
+    const runtime::Model& model, std::vector<ir::NDArray> inputs) {
+  std::vector<DLTensor> in;
+  for (ir::NDArray& a : inputs) in.push_back(ViewOf(a));
+  std::vector<std::vector<int64_t>> shapes;
+  std::string error;
+  if (!model.OutputShapes(in, &shapes, &error)) return absl::InvalidArgumentError(error);
+  return shapes;
 }
 
 // `onnx` compiled for x86_64 and run on `inputs` into `outputs`; {} (with a test failure)

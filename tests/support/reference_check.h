@@ -55,4 +55,33 @@ inline std::vector<ir::NDArray> ExpectCompiledMatchesReference(const std::string
   return *std::move(want);
 }
 
+// For models whose output shapes depend on input values: expects the shapes `model` (the
+// artifact compiled from `module`) computes for `inputs`, and its outputs, to equal the
+// reference interpreter's: shapes exactly, values within `tolerance` (absolute plus relative;
+// exactly by default). Returns the reference outputs for further checks.
+inline std::vector<ir::NDArray> ExpectSameAsReference(const runtime::Model& model,
+                                                      const ir::IRModule& module,
+                                                      std::vector<ir::NDArray> inputs,
+                                                      double tolerance = 0) {
+  auto want = interp::Run(module, inputs);
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!want.ok()) return {};
+  auto shapes = CompiledOutputShapes(model, inputs);
+  EXPECT_TRUE(shapes.ok()) << shapes.status();
+  if (!shapes.ok()) return {};
+  std::vector<ir::NDArray> got;
+  for (size_t o = 0; o < want->size(); ++o) {
+    EXPECT_EQ((*shapes)[o], (*want)[o].shape) << "output " << o;
+    got.push_back(ir::NDArray::Zeros((*want)[o].dtype, (*want)[o].shape));
+  }
+  got = RunModel(model, std::move(inputs), std::move(got));
+  for (size_t o = 0; o < got.size(); ++o) {
+    for (int64_t i = 0; i < got[o].num_elements(); ++i) {
+      double g = got[o].GetDouble(i), w = (*want)[o].GetDouble(i);
+      EXPECT_NEAR(g, w, tolerance * (1 + std::fabs(w))) << "output " << o << " at " << i;
+    }
+  }
+  return *std::move(want);
+}
+
 }  // namespace kiln::testing

@@ -87,7 +87,8 @@ TEST(ReduceTest, NoAxesReducesEverything) {
   ExpectNear(Values((*out)[0]), {17});
 }
 
-TEST(ReduceTest, RunTimeAxesKnowOnlyTheRank) {
+// The axes are bound to symbolic values (checked by the host): each dim is a select.
+TEST(ReduceTest, RunTimeAxesGiveDimsComputedFromTheirValues) {
   OnnxBuilder b(18);
   b.Input("x", {"n", 2, 3});
   b.Input("axes", {1}, onnx::TensorProto::INT64);
@@ -95,7 +96,7 @@ TEST(ReduceTest, RunTimeAxesKnowOnlyTheRank) {
   b.Output("y", {"?", "?", "?"});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(ResultInfo(*m), "Tensor(ndim=3, f32)");
+  EXPECT_EQ(ResultInfo(*m).rfind("Tensor([select(", 0), 0u) << ResultInfo(*m);
   auto out = interp::Run(*m, {Iota(1), Tensor(DataType::Int(64), {1}, {1})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].shape, (std::vector<int64_t>{1, 1, 3}));

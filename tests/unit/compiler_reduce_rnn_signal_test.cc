@@ -231,7 +231,8 @@ TEST(SignalTest, HannWindowPeriodicAndSymmetric) {
     b.Output("y", {"?"}, onnx::TensorProto::DOUBLE);
     auto m = driver::ImportModel(b.Serialize());
     ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_EQ(ResultInfo(*m), "Tensor(ndim=1, f64)");  // the size is a run-time value
+    // The size is a run-time value, bound to a symbolic variable.
+    EXPECT_EQ(ResultInfo(*m).rfind("Tensor([size", 0), 0u) << ResultInfo(*m);
     auto out = interp::Run(*m, {Tensor(DataType::Int(64), {}, {periodic ? 4 : 5})});
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectValues((*out)[0], periodic ? std::vector<double>{0, 0.5, 1, 0.5}
