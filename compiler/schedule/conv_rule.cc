@@ -219,8 +219,11 @@ int64_t TileColumns(int64_t max_cols, const PrimExpr& width) {
 
 class ConvTiler {
  public:
-  ConvTiler(const Conv& conv, const ir::Target& target)
+  // `weights`: the weight constant, when the kernel's one call site passes one; the tiler
+  // then packs it at compile time (PackedWeights) instead of in every call.
+  ConvTiler(const Conv& conv, const ir::Target& target, const ir::NDArray* weights)
       : conv_(conv),
+        weights_(IsWeightConstant(conv, weights) ? weights : nullptr),
         lanes_(2 * std::max(4, target.vector_bits / 32)),
         cols_(TileColumns(target.vector_bits >= 512 ? 14 : 6, conv.width)) {}
 
@@ -247,13 +250,47 @@ class ConvTiler {
     channel_ = *channel;
     Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kParallel,
                      Loop(owt_, CeilDiv(conv_.width, cols_), ForKind::kSerial, Tile()));
-    Stmt block = ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
+    Stmt block = weights_ ? rows : ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
                 Loop(ocb_, CeilDiv(conv_.channels, lanes_), ForKind::kSerial, block));
   }
 
+  // The weights packed at compile time, all blocks: packed_all[ocb, tap, lane] as PackWeights
+  // would write packed_w[tap, lane] for block ocb.
+  std::optional<PackedWeights> Packed() const {
+    if (!weights_) return std::nullopt;
+    int64_t m = conv_.channels->int_value, blocks = (m + lanes_ - 1) / lanes_;
+    ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {blocks, Depth(), lanes_});
+    const float* w = weights_->data<float>();
+    float* out = data.data<float>();
+    for (int64_t oc = 0; oc < m; ++oc) {
+      for (int64_t c = 0; c < conv_.cg; ++c) {
+        for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+          for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+            int64_t tap = (kh * conv_.taps_w + kw) * conv_.cg + c;
+            int64_t from = ((oc * conv_.cg + c) * conv_.taps_h + kh) * conv_.taps_w + kw;
+            out[((oc / lanes_) * Depth() + tap) * lanes_ + oc % lanes_] = w[from];
+          }
+        }
+      }
+    }
+    return PackedWeights{conv_.w, packed_all_, std::move(data)};
+  }
+
  private:
   int64_t Depth() const { return conv_.cg * conv_.taps_h * conv_.taps_w; }
+
+  // A dense f32 constant of w's shape [M, cg, KH, KW], all constants.
+  static bool IsWeightConstant(const Conv& conv, const ir::NDArray* weights) {
+    if (weights == nullptr || weights->dtype != DataType::Float(32)) return false;
+    std::vector<int64_t> shape;
+    for (const PrimExpr& d : conv.w->shape) {
+      if (d->kind != ExprKind::kIntImm) return false;
+      shape.push_back(d->int_value);
+    }
+    return shape == weights->shape && shape.size() == 4 && shape[1] == conv.cg &&
+           shape[2] == conv.taps_h && shape[3] == conv.taps_w;
+  }
   PrimExpr M() const { return conv_.channels; }
   PrimExpr Oc() const { return ocb_ * I(lanes_) + lane_; }
   PrimExpr Ow() const { return owt_ * I(cols_) + col_; }
@@ -294,7 +331,8 @@ class ConvTiler {
   // stays in registers across it.
   Stmt Channels(bool checked, bool masked) const {
     PrimExpr acc = arith::Load(acc_, {col_, lane_});
-    PrimExpr w = arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
+    PrimExpr w = weights_ ? arith::Load(packed_all_, {ocb_, Tap(c_, kh_, kw_), lane_})
+                          : arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
     if (!masked) {
       Stmt update =
           OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w), ForKind::kVectorized);
@@ -376,7 +414,10 @@ class ConvTiler {
   PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt");
   PrimExpr col_ = arith::MakeVar("col"), lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
+  const ir::NDArray* weights_;
   Buffer packed_ = arith::MakeBuffer("packed_w", DataType::Float(32), {I(Depth()), I(lanes_)});
+  Buffer packed_all_ = arith::MakeBuffer("w_packed", DataType::Float(32),
+                                         {CeilDiv(conv_.channels, lanes_), I(Depth()), I(lanes_)});
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
 };
 
@@ -660,14 +701,18 @@ class RowConv {
 
 }  // namespace
 
-std::optional<Stmt> ScheduleConv(const Stmt& body, const ir::Target& target) {
+std::optional<ConvSchedule> ScheduleConv(const Stmt& body, const ir::Target& target,
+                                         const ConstantOf& constant_of) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
   std::optional<Stmt> pointwise = PointwiseConv(*conv, target).Build();
-  if (pointwise) return pointwise;
-  std::optional<Stmt> tiled = ConvTiler(*conv, target).Build();
-  if (tiled) return tiled;
-  return RowConv(*conv, target).Build();
+  if (pointwise) return ConvSchedule{*pointwise, std::nullopt};
+  ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr);
+  std::optional<Stmt> tiled = tiler.Build();
+  if (tiled) return ConvSchedule{*tiled, tiler.Packed()};
+  std::optional<Stmt> row = RowConv(*conv, target).Build();
+  if (row) return ConvSchedule{*row, std::nullopt};
+  return std::nullopt;
 }
 
 }  // namespace kiln::schedule

@@ -4,13 +4,31 @@
 // register tile over output columns. nullopt for any other kernel.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "compiler/ir/loop.h"
 #include "compiler/ir/target.h"
+#include "compiler/ir/tensor.h"
 
 namespace kiln::schedule {
 
-std::optional<ir::Stmt> ScheduleConv(const ir::Stmt& body, const ir::Target& target);
+// Weights packed at compile time: the kernel reads parameter `packed` where it had `weights`,
+// and its caller passes `data` in place of the weight constant.
+struct PackedWeights {
+  arith::Buffer weights, packed;
+  ir::NDArray data;
+};
+
+struct ConvSchedule {
+  ir::Stmt body;
+  std::optional<PackedWeights> packed;
+};
+
+// The constant a kernel parameter is bound to at the kernel's only call site, or null.
+using ConstantOf = std::function<const ir::NDArray*(const arith::Buffer&)>;
+
+std::optional<ConvSchedule> ScheduleConv(const ir::Stmt& body, const ir::Target& target,
+                                         const ConstantOf& constant_of = nullptr);
 
 }  // namespace kiln::schedule

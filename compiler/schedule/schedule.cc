@@ -1,15 +1,95 @@
 #include "compiler/schedule/schedule.h"
 
+#include <map>
+
 #include "compiler/schedule/conv_rule.h"
 #include "compiler/schedule/rules.h"
 
 namespace kiln::schedule {
+namespace {
+
+// A call_tir binding in a function of the module.
+struct CallSite {
+  ir::Function* func = nullptr;
+  size_t block = 0, binding = 0;
+  const ir::ExprNode& call() const { return *func->blocks[block].bindings[binding].value; }
+};
+
+// How often each kernel is called anywhere (subgraphs included).
+void CountCalls(const ir::Expr& e, std::map<std::string, int>& counts) {
+  if (!e) return;
+  if (e->kind == ir::ExprKind::kCall && e->name == "call_tir") ++counts[e->callee];
+  for (const ir::Expr& arg : e->args) CountCalls(arg, counts);
+  for (const auto& sub : e->subgraphs) {
+    for (const ir::BindingBlock& block : sub->blocks) {
+      for (const ir::Binding& b : block.bindings) CountCalls(b.value, counts);
+    }
+    CountCalls(sub->result, counts);
+  }
+}
+
+// The call site of every kernel called exactly once, directly by a binding of a module-level
+// function: only there may the kernel's parameters change along with its caller's arguments.
+std::map<std::string, CallSite> SingleCallSites(ir::IRModule& module) {
+  std::map<std::string, int> counts;
+  std::map<std::string, CallSite> sites;
+  for (auto& [name, func] : module.functions) {
+    for (size_t i = 0; i < func.blocks.size(); ++i) {
+      for (size_t j = 0; j < func.blocks[i].bindings.size(); ++j) {
+        const ir::Expr& value = func.blocks[i].bindings[j].value;
+        CountCalls(value, counts);
+        if (value->kind == ir::ExprKind::kCall && value->name == "call_tir") {
+          sites[value->callee] = {&func, i, j};
+        }
+      }
+    }
+    CountCalls(func.result, counts);
+  }
+  std::erase_if(sites, [&](const auto& site) { return counts[site.first] != 1; });
+  return sites;
+}
+
+// The position of `buffer` among the kernel's parameters.
+std::optional<size_t> ParamIndex(const ir::PrimFunc& func, const arith::Buffer& buffer) {
+  for (size_t i = 0; i < func.buffers.size(); ++i) {
+    if (func.buffers[i] == buffer) return i;
+  }
+  return std::nullopt;
+}
+
+// The kernel now reads `packed.packed` for parameter `packed.weights`; its caller passes the
+// packed constant.
+void UsePackedWeights(ir::PrimFunc& func, const CallSite& site, PackedWeights packed) {
+  size_t index = *ParamIndex(func, packed.weights);
+  func.buffers[index] = packed.packed;
+  ir::ExprNode call = site.call();
+  call.args[index] = ir::MakeConstant(std::move(packed.data));
+  site.func->blocks[site.block].bindings[site.binding].value =
+      std::make_shared<const ir::ExprNode>(std::move(call));
+}
+
+}  // namespace
 
 absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target) {
+  std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
     std::optional<ir::Stmt> rule = ScheduleMatmul(func.body, target);
-    if (!rule) rule = ScheduleConv(func.body, target);
+    auto site = sites.find(name);
+    ConstantOf constant_of = [&](const arith::Buffer& buffer) -> const ir::NDArray* {
+      std::optional<size_t> index = ParamIndex(func, buffer);
+      if (site == sites.end() || !index || *index >= site->second.call().args.size()) {
+        return nullptr;
+      }
+      const ir::Expr& arg = site->second.call().args[*index];
+      return arg->kind == ir::ExprKind::kConstant ? arg->data.get() : nullptr;
+    };
+    std::optional<ConvSchedule> conv;
+    if (!rule) conv = ScheduleConv(func.body, target, constant_of);
+    if (conv) {
+      rule = conv->body;
+      if (conv->packed) UsePackedWeights(func, site->second, *std::move(conv->packed));
+    }
     func.body = rule ? *rule : ScheduleLoopNests(func.body);
   }
   return module;

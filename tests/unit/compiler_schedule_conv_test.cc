@@ -155,10 +155,31 @@ std::vector<ConvCase> Cases() {
 
 class ScheduleConvTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ScheduleConvTest, ConvIsTiledWithPackedWeights) {
+// Constant weights are packed at compile time: the kernel takes them packed, and packs
+// nothing itself.
+TEST_P(ScheduleConvTest, ConvIsTiledWithWeightsPackedAtCompileTime) {
   std::string kernels = ScheduledKernels(Cases()[0].Model(), GetParam());
-  EXPECT_NE(kernels.find("packed_w"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("w_packed: f32["), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("alloc packed_w"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
+}
+
+// Weights given at run time are packed by the kernel, per block of output channels.
+TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
+  OnnxBuilder b;
+  b.Input("x", {"n", 5, 9, 9});
+  b.Input("w", {19, 5, 3, 3});
+  b.Node("Conv", {"x", "w"}, {"y"});
+  b.Output("y", {"n", 19, 7, 7});
+  std::string onnx = b.Serialize();
+  std::string kernels = ScheduledKernels(onnx, GetParam());
+  EXPECT_NE(kernels.find("alloc packed_w"), std::string::npos) << kernels;
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  std::vector<ir::NDArray> inputs = {Random({2, 5, 9, 9}, 1), Random({19, 5, 3, 3}, 2)};
+  auto expected = interp::Run(*module, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ExpectClose(Compiled(onnx, GetParam()).Run(inputs, {2, 19, 7, 7}, 1), (*expected)[0], "");
 }
 
 TEST_P(ScheduleConvTest, PointwiseConvPutsPositionsInLanes) {
