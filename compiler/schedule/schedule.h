@@ -1,5 +1,7 @@
 // Scheduling: every kernel gets the default rule of its class for the target (DESIGN.md,
 // "schedule"): matmul kernels are tiled for registers and caches with B packed into panels;
+// convolutions are tiled (conv_rule.h), their constant weights packed at compile time, which
+// changes the kernel's parameter and its caller's argument together (a pass across levels);
 // every other loop nest has its outer data-parallel loop run on the thread pool and its
 // contiguous inner loop vectorized. The tuning database will come before these rules.
 #pragma once
