@@ -266,6 +266,10 @@ llvm::Value* FunctionEmitter::EmitCompare(const ExprNode& e) {
 }
 
 llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
+  if (ir::intrinsic::IsCheckIndex(e.name)) {
+    KILN_CHECK(!func_.is_host) << e.name << " is only valid in kernels, not in " << func_.name;
+    return EmitCheckIndex(e);
+  }
   if (e.name.rfind("kiln.", 0) == 0) {
     KILN_CHECK(func_.is_host) << e.name << " is only valid in host functions, not in kernel "
                               << func_.name;

@@ -11,7 +11,14 @@ namespace intrinsic = ir::intrinsic;
 
 // Field numbers of the LLVM struct types built in ModuleState (DLTensor, KilnEnv).
 enum TensorField { kData = 0, kShape = 4, kByteOffset = 6 };
-enum EnvField { kSelf = 0, kAlloc = 1, kFree = 2, kShapeErrorFn = 3, kParallelForFn = 4 };
+enum EnvField {
+  kSelf = 0,
+  kAlloc = 1,
+  kFree = 2,
+  kShapeErrorFn = 3,
+  kParallelForFn = 4,
+  kIndexErrorFn = 5
+};
 
 static llvm::Value* Zero(llvm::LLVMContext& ctx, DataType dtype) {
   return llvm::Constant::getNullValue(RegisterType(ctx, dtype));
@@ -145,6 +152,39 @@ llvm::Value* FunctionEmitter::EmitShapeError(const ExprNode& e) {
   for (int i = 3; i < 5; ++i) args.push_back(EmitExprAs(e.args[i], DataType::Int(64)));
   b_.CreateCall(type, EnvField(kShapeErrorFn, b_.getPtrTy()), args);
   return Zero(ctx(), e.dtype);
+}
+
+// kiln.check_index.<op>(index, size, input, dim, wrap): one unsigned compare of the
+// (wrapped) index against size; out of range, env->index_error(env->self, input, dim, index,
+// size, "<op>") and return, so no access at that index ever happens.
+llvm::Value* FunctionEmitter::EmitCheckIndex(const ExprNode& e) {
+  KILN_CHECK_EQ(e.args.size(), 5u) << "arguments of " << e.name << " in " << func_.name;
+  llvm::Value* index = EmitExprAs(e.args[0], DataType::Int(64));
+  llvm::Value* size = EmitExprAs(e.args[1], DataType::Int(64));
+  llvm::Value* at = index;
+  if (!e.args[4]->is_const_int(0)) {
+    llvm::Value* negative = b_.CreateICmpSLT(index, b_.getInt64(0));
+    llvm::Value* wrapped = b_.CreateSelect(negative, b_.CreateAdd(index, size), index);
+    at = b_.CreateSelect(EmitExprAs(e.args[4], DataType::Bool()), wrapped, index);
+  }
+  auto* fail = llvm::BasicBlock::Create(ctx(), "index.fail", fn_);
+  auto* ok = llvm::BasicBlock::Create(ctx(), "index.ok", fn_);
+  // size >= 0, so a negative index compares as a huge unsigned one.
+  b_.CreateCondBr(b_.CreateICmpUGE(at, size), fail, ok,
+                  llvm::MDBuilder(ctx()).createUnlikelyBranchWeights());
+  b_.SetInsertPoint(fail);
+  auto* i32 = b_.getInt32Ty();
+  auto* i64 = b_.getInt64Ty();
+  auto* type = llvm::FunctionType::get(b_.getVoidTy(),
+                                       {b_.getPtrTy(), i32, i32, i64, i64, b_.getPtrTy()}, false);
+  std::string op = e.name.substr(std::string(intrinsic::kCheckIndex).size() + 1);
+  b_.CreateCall(type, EnvField(kIndexErrorFn, b_.getPtrTy()),
+                {EnvField(kSelf, b_.getPtrTy()), EmitExprAs(e.args[2], DataType::Int(32)),
+                 EmitExprAs(e.args[3], DataType::Int(32)), index, size,
+                 b_.CreateGlobalString(op, "kiln.op." + op)});
+  EmitReturn(1);
+  b_.SetInsertPoint(ok);
+  return Convert(at, DataType::Int(64), e.dtype);
 }
 
 // A call to another PrimFunc: the KilnEnv, buffers as pointers, then scalars, as the callee

@@ -71,8 +71,9 @@ void FunctionEmitter::Emit() {
   EmitReturn(0);
 }
 
+// Host functions and outlined parallel bodies return i32, kernels void.
 void FunctionEmitter::EmitReturn(int32_t code) {
-  if (func_.is_host) {
+  if (func_.is_host || in_parallel_) {
     b_.CreateRet(b_.getInt32(code));
   } else {
     b_.CreateRetVoid();

@@ -1,6 +1,7 @@
 // Lowers one PrimFunc (kernel or host function) to the body of an LLVM function. The emitter is
 // split by concern: emit_expr.cc (PrimExpr -> value), emit_stmt.cc (Stmt -> control flow),
-// emit_host.cc (the kiln.* intrinsics of host functions and calls to kernels).
+// emit_host.cc (the kiln.* intrinsics of host functions and kernels' index checks, and calls
+// to kernels).
 #pragma once
 
 #include <map>
@@ -107,6 +108,7 @@ class FunctionEmitter {
   llvm::Value* EnvField(int field, llvm::Type* type);
   llvm::Value* EmitAlloc(const PrimExpr& bytes);
   llvm::Value* EmitShapeError(const ExprNode& e);
+  llvm::Value* EmitCheckIndex(const ExprNode& e);
   void EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task, llvm::Value* closure);
 
   llvm::LLVMContext& ctx() { return fn_->getContext(); }

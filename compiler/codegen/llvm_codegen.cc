@@ -27,8 +27,8 @@ ModuleState::ModuleState(llvm::Module& module, const ir::IRModule& ir)
                                        {ptr, llvm::StructType::get(ctx, {i32, i32}), i32,
                                         llvm::StructType::get(ctx, {i8, i8, i16}), ptr, ptr, i64},
                                        "DLTensor");
-  // self, alloc, free, shape_error, parallel_for.
-  env = llvm::StructType::create(ctx, {ptr, ptr, ptr, ptr, ptr}, "KilnEnv");
+  // self, alloc, free, shape_error, parallel_for, index_error.
+  env = llvm::StructType::create(ctx, {ptr, ptr, ptr, ptr, ptr, ptr}, "KilnEnv");
 }
 
 namespace {

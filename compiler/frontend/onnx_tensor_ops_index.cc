@@ -65,6 +65,26 @@ absl::Status ConvertScatterND(ImportContext& ctx) {
                         {{"reduction", ctx.StringAttr("reduction", "none")}});
 }
 
+// How many elements of `x` are not zero, as a fresh symbolic variable: a count computed
+// by ordinary ops (cast to bool, to i64, summed) that host code reads once it exists and
+// binds with match_cast (ImportContext::BindRuntimeValues). The op that fills the
+// data-dependent output then has a symbolic shape, as any later op that uses it.
+absl::StatusOr<PrimExpr> BindNonZeroCount(ImportContext& ctx, ir::Expr x, const std::string& name) {
+  if (x->struct_info.dtype != arith::DataType::Bool()) {
+    KILN_ASSIGN_OR_RETURN(
+        x, ctx.Emit("cast", {x}, {{"to", arith::DataType::Bool().ToString()}}, name + "_mask"));
+  }
+  KILN_ASSIGN_OR_RETURN(
+      x, ctx.Emit("cast", {x}, {{"to", arith::DataType::Int(64).ToString()}}, name + "_ones"));
+  ir::Attrs all = {{"axes", std::vector<int64_t>{}},
+                   {"keepdims", int64_t{0}},
+                   {"noop_with_empty_axes", int64_t{0}}};
+  KILN_ASSIGN_OR_RETURN(ir::Expr count, ctx.Emit("reduce_sum", {x}, all, name + "_count"));
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> values, ctx.BindRuntimeValues(count, name + "_n"));
+  KILN_CHECK_EQ(values.size(), 1u) << "a count binds one value";
+  return values[0];
+}
+
 // Without an axis, Compress works on the flattened input.
 absl::Status ConvertCompress(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
@@ -81,12 +101,22 @@ absl::Status ConvertCompress(ImportContext& ctx) {
     KILN_ASSIGN_OR_RETURN(x,
                           ctx.Emit("reshape", {x, flat_shape}, {{"allowzero", int64_t{0}}}, name));
   }
-  return ctx.EmitOutput("compress", {x, condition}, {{"axis", axis}});
+  std::vector<ir::Expr> args = {x, condition};
+  if (x->struct_info.shape && condition->struct_info.dtype == arith::DataType::Bool()) {
+    KILN_ASSIGN_OR_RETURN(PrimExpr n, BindNonZeroCount(ctx, condition, ctx.node().output(0)));
+    args.push_back(ir::MakeShapeExpr({n}));
+  }
+  return ctx.EmitOutput("compress", std::move(args), {{"axis", axis}});
 }
 
 absl::Status ConvertNonZero(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
-  return ctx.EmitOutput("non_zero", {x});
+  std::vector<ir::Expr> args = {x};
+  if (x->struct_info.shape) {
+    KILN_ASSIGN_OR_RETURN(PrimExpr n, BindNonZeroCount(ctx, x, ctx.node().output(0)));
+    args.push_back(ir::MakeShapeExpr({n}));
+  }
+  return ctx.EmitOutput("non_zero", std::move(args));
 }
 
 }  // namespace

@@ -67,8 +67,9 @@ struct PrimFunc {
 };
 
 // Intrinsics, as the callee name of an arith Call. Math intrinsics work anywhere; `kiln.*`
-// only in host functions. Any other callee names a kernel of the same module, called with
-// (buffer data handles..., scalar i64 values...) exactly as the kernel declares them.
+// only in host functions, except kiln.check_index, only in kernels. Any other callee names a kernel
+// of the same module, called with (buffer data handles..., scalar i64 values...) exactly as the
+// kernel declares them.
 namespace intrinsic {
 // Math, on floats: exp, log, sqrt, tanh, sigmoid, fabs, pow (two args).
 inline constexpr char kInputShape[] = "kiln.input_shape";           // (i, d) -> i64
@@ -91,6 +92,19 @@ inline constexpr int kShapeErrorBound = 2;   // KILN_SHAPE_ERROR_BOUND
 inline constexpr int kShapeErrorValue = 3;   // KILN_SHAPE_ERROR_VALUE
 inline constexpr int kShapeErrorNoData = 4;  // KILN_SHAPE_ERROR_NO_DATA
 inline constexpr char kShapeError[] = "kiln.shape_error";
+// An index read at run time, checked before any access uses it: "kiln.check_index.<op>"
+// (index, size, input: i32, dim: i32, wrap: i32 0 or 1) -> i64 is index (plus size where wrap and
+// index < 0) when that lies in [0, size). Otherwise the kernel reports the raw index through
+// KilnEnv::index_error (input: the graph input it was read from or -1; dim: the indexed
+// dimension or -1 for a flat index; <op> names the op in the message) and returns at once.
+inline constexpr char kCheckIndex[] = "kiln.check_index";
+// The callee name of a check for op `op`, and whether `name` is one.
+inline std::string CheckIndexName(const std::string& op) {
+  return std::string(kCheckIndex) + "." + op;
+}
+inline bool IsCheckIndex(const std::string& name) {
+  return name.rfind(std::string(kCheckIndex) + ".", 0) == 0;
+}
 }  // namespace intrinsic
 
 std::string ToString(const Stmt& stmt, int indent = 0);

@@ -17,7 +17,10 @@ namespace kiln::ir {
 namespace text {
 
 DataType DefaultCallType(const std::string& name, const std::vector<PrimExpr>& args) {
-  if (name == intrinsic::kInputShape || name == intrinsic::kOutputShape) return DataType::Int();
+  if (name == intrinsic::kInputShape || name == intrinsic::kOutputShape ||
+      intrinsic::IsCheckIndex(name)) {
+    return DataType::Int();
+  }
   if (name == intrinsic::kInputData || name == intrinsic::kOutputData ||
       name == intrinsic::kConstant || name == intrinsic::kAlloc) {
     return DataType::Handle();

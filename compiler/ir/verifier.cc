@@ -370,7 +370,12 @@ void Verifier::Prim(const PrimExpr& e) {
 
 void Verifier::PrimCall(const arith::ExprNode& call) {
   bool intrinsic = call.name.rfind("kiln.", 0) == 0;
-  if (intrinsic && !prim_func_->is_host) Error(call.name + " outside a host function");
+  bool check_index = intrinsic::IsCheckIndex(call.name);
+  if (intrinsic && !check_index && !prim_func_->is_host) {
+    Error(call.name + " outside a host function");
+  }
+  if (check_index && prim_func_->is_host) Error(call.name + " outside a kernel");
+  if (check_index && call.args.size() != 5) Error(call.name + " takes 5 arguments");
   if (call.name == intrinsic::kConstant) {
     const PrimExpr* k = call.args.size() == 1 ? &call.args[0] : nullptr;
     if (!k || !*k || (*k)->kind != ExprKind::kIntImm || (*k)->int_value < 0 ||

@@ -102,24 +102,46 @@ absl::StatusOr<StructInfo> InferScatter(const ir::ExprNode& call, const arith::A
   return *data;
 }
 
-// compress(data, condition) {axis}: how many slices survive depends on the data.
+// The extent a data-dependent op is given as its last argument, Shape([n]), n a symbolic
+// var that the importer bound to a count kernel's result (match_cast of tensor_to_shape); null
+// when the op has no such argument and its output keeps its rank only.
+absl::StatusOr<PrimExpr> CountArg(const ir::ExprNode& call, size_t i) {
+  if (call.args.size() <= i) return PrimExpr();
+  const ir::Expr& count = call.args[i];
+  if (count->kind != ir::ExprKind::kShapeExpr || count->values.size() != 1) {
+    return OpError(call, absl::StrCat("argument ", i, " must be a Shape of one extent"));
+  }
+  return count->values[0];
+}
+
+// compress(data, condition[, Shape([n])]) {axis}: how many slices survive depends on the
+// data; n, when given, is that count.
 absl::StatusOr<StructInfo> InferCompress(const ir::ExprNode& call, const arith::Analyzer&) {
-  if (call.args.size() != 2) return OpError(call, "expects data and condition");
+  if (call.args.size() != 2 && call.args.size() != 3) {
+    return OpError(call, "expects data, condition and an optional count");
+  }
   KILN_ASSIGN_OR_RETURN(const StructInfo* data, TensorArg(call, 0));
   KILN_ASSIGN_OR_RETURN(const StructInfo* cond, TensorArg(call, 1));
   if (cond->dtype != DataType::Bool()) return OpError(call, "condition must be bool");
-  if (data->ndim >= 0) {
-    KILN_RETURN_IF_ERROR(
-        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), data->ndim).status());
-  }
-  return StructInfo::TensorRank(data->ndim, data->dtype);
+  KILN_ASSIGN_OR_RETURN(PrimExpr count, CountArg(call, 2));
+  if (data->ndim < 0) return StructInfo::TensorRank(data->ndim, data->dtype);
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), data->ndim));
+  if (!count || !data->shape) return StructInfo::TensorRank(data->ndim, data->dtype);
+  std::vector<PrimExpr> shape = *data->shape;
+  shape[axis] = count;
+  return StructInfo::Tensor(std::move(shape), data->dtype);
 }
 
-// non_zero(data): [rank, count], the count known only at run time.
+// non_zero(data[, Shape([n])]): [rank, n], the count n known only at run time.
 absl::StatusOr<StructInfo> InferNonZero(const ir::ExprNode& call, const arith::Analyzer&) {
-  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
-  KILN_RETURN_IF_ERROR(TensorArg(call, 0).status());
-  return StructInfo::TensorRank(2, DataType::Int(64));
+  if (call.args.size() != 1 && call.args.size() != 2) {
+    return OpError(call, "expects data and an optional count");
+  }
+  KILN_ASSIGN_OR_RETURN(const StructInfo* data, TensorArg(call, 0));
+  KILN_ASSIGN_OR_RETURN(PrimExpr count, CountArg(call, 1));
+  if (!count || data->ndim < 0) return StructInfo::TensorRank(2, DataType::Int(64));
+  return StructInfo::Tensor({arith::IntImm(data->ndim), count}, DataType::Int(64));
 }
 
 }  // namespace

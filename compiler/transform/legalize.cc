@@ -1,6 +1,7 @@
 #include "compiler/transform/legalize.h"
 
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,7 @@ const KernelBuilderTable& Builders() {
     RegisterRecurrentKernelBuilders(*t);
     RegisterSignalKernelBuilders(*t);
     RegisterTextKernelBuilders(*t);
+    RegisterDataDependentKernelBuilders(*t);
     return t;
   }();
   return *table;
@@ -97,7 +99,12 @@ class Legalizer {
  public:
   explicit Legalizer(ir::IRModule& module) : module_(module) {}
 
-  absl::Status Run(ir::Function& func) {
+  // `name` is the function's name: only main's parameters are artifact inputs.
+  absl::Status Run(const std::string& name, ir::Function& func) {
+    inputs_.clear();
+    if (name == "main") {
+      for (size_t i = 0; i < func.params.size(); ++i) inputs_[func.params[i].get()] = i;
+    }
     for (ir::BindingBlock& block : func.blocks) {
       for (ir::Binding& binding : block.bindings) {
         const ir::Expr& value = binding.value;
@@ -123,7 +130,7 @@ class Legalizer {
       tensor_args.push_back(arg);
     }
     KILN_ASSIGN_OR_RETURN(std::vector<Buffer> outs, OutputBuffers(call));
-    KernelContext k{call, inputs, outs[0], analyzer_, outs};
+    KernelContext k{call, inputs, outs[0], analyzer_, outs, ArgInputs(call)};
     KILN_ASSIGN_OR_RETURN(Stmt body, KernelBody(k));
     ir::PrimFunc kernel;
     kernel.name = FreshKernelName(call.name);
@@ -135,6 +142,15 @@ class Legalizer {
     return ir::MakeCallTIR(kernel.name, tensor_args, call.struct_info);
   }
 
+  std::vector<int> ArgInputs(const ir::ExprNode& call) const {
+    std::vector<int> positions;
+    for (const ir::Expr& arg : call.args) {
+      auto it = inputs_.find(arg.get());
+      positions.push_back(it == inputs_.end() ? -1 : it->second);
+    }
+    return positions;
+  }
+
   std::string FreshKernelName(const std::string& op) {
     return absl::StrCat(op, "_", counts_[op]++);
   }
@@ -142,13 +158,14 @@ class Legalizer {
   ir::IRModule& module_;
   arith::Analyzer analyzer_;
   std::map<std::string, int> counts_;
+  std::unordered_map<const ir::ExprNode*, int> inputs_;  // main's parameters -> position
 };
 
 }  // namespace
 
 absl::StatusOr<ir::IRModule> Legalize(ir::IRModule module) {
   Legalizer legalizer(module);
-  for (auto& [name, func] : module.functions) KILN_RETURN_IF_ERROR(legalizer.Run(func));
+  for (auto& [name, func] : module.functions) KILN_RETURN_IF_ERROR(legalizer.Run(name, func));
   return module;
 }
 

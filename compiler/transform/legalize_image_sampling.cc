@@ -2,8 +2,9 @@
 // interp/image_sampling.cc defines them (PyTorch's grid_sampler_2d, onnxruntime's RoIAlign),
 // and max_unpool, which writes to positions read at run time (interp/nn_pool.cc). All three
 // compute in double like the reference. A position outside the input reads 0 or is skipped
-// as the reference does; every load's indices are clamped into the buffer, so a bad grid,
-// roi or index can never read or write out of bounds.
+// as the reference does; every load's indices are clamped into the buffer, so a bad grid or
+// roi can never read or write out of bounds; an index read from a tensor (roi_align's batch
+// entry, max_unpool's positions) is checked, and out of range fails the call.
 #include <functional>
 #include <string>
 #include <vector>
@@ -261,15 +262,13 @@ Stmt AccumulateSample(const Buffer& x, PrimExpr n, PrimExpr c, PrimExpr y, PrimE
 }
 
 // out[r, c, ph, pw]: the average (or max) over a grid of sample points in bin (ph, pw) of
-// roi r, on the feature map of batch entry batch_indices[r]. An entry out of range (the
-// reference's error) gives 0.
+// roi r, on the feature map of batch entry batch_indices[r], which is checked (an entry out
+// of range is the reference's error).
 Stmt RoiAlignAt(const KernelContext& k, const RoiParams& p, const Indices& idx) {
   const Buffer &x = k.inputs[0], &rois = k.inputs[1], &batch = k.inputs[2];
   PrimExpr r = idx[0], c = idx[1], ph = idx[2], pw = idx[3];
   Lets lets;
-  PrimExpr n = lets.Bind("n", ToInt(arith::Load(batch, {r})));
-  PrimExpr valid = InRange(n, x->shape[0]);
-  PrimExpr safe_n = Clamp(n, I(0), x->shape[0] - I(1));
+  PrimExpr n = lets.Bind("n", CheckedIndex(k, 2, arith::Load(batch, {r}), x->shape[0], 0, false));
   double offset = p.half_pixel ? 0.5 : 0;
   auto corner = [&](int64_t i) {
     return ToF64(arith::Load(rois, {r, I(i)})) * F(p.spatial_scale) - F(offset);
@@ -290,13 +289,12 @@ Stmt RoiAlignAt(const KernelContext& k, const RoiParams& p, const Indices& idx) 
   PrimExpr xx = x0 + ToF64(pw) * bin_w + Div((ToF64(ix) + F(0.5)) * bin_w, ToF64(grid_w));
   Stmt samples = ir::For(
       iy, I(0), grid_h, ir::ForKind::kSerial,
-      ir::For(ix, I(0), grid_w, ir::ForKind::kSerial, AccumulateSample(x, safe_n, c, y, xx, acc)));
+      ir::For(ix, I(0), grid_w, ir::ForKind::kSerial, AccumulateSample(x, n, c, y, xx, acc)));
   PrimExpr count = ToF64(arith::Max(grid_h * grid_w, I(1)));
   PrimExpr result = p.max ? acc.Max() : Div(acc.Sum(), count);
   Stmt bin = ir::Seq({ir::Store(acc.sum, {I(0)}, F(0)), ir::Store(acc.max, {I(0)}, F(0)), samples,
                       ir::Store(k.out, idx, CastIfNeeded(k.out->dtype, result))});
-  Stmt skip = ir::Store(k.out, idx, Zero(k.out->dtype));
-  return lets.Wrap(ir::Allocate(acc.sum, ir::Allocate(acc.max, ir::IfThenElse(valid, bin, skip))));
+  return lets.Wrap(ir::Allocate(acc.sum, ir::Allocate(acc.max, bin)));
 }
 
 absl::StatusOr<Stmt> RoiAlignBody(const KernelContext& k) {
@@ -319,8 +317,9 @@ absl::StatusOr<Stmt> RoiAlignBody(const KernelContext& k) {
 
 // Scatters x into the shape max_pool's input had (indices are flat in that shape), placed
 // at the start of the output, as the reference does. The output starts at 0; an index
-// outside that shape or the output (the reference's errors) is dropped. The scatter stores
-// at run-time positions, so the scheduler keeps it serial: duplicates resolve in order.
+// outside that shape is checked (the reference's error), and a position outside the output
+// (which the reference rejects before it runs) is dropped. The scatter stores at run-time
+// positions, so the scheduler keeps it serial: duplicates resolve in order.
 absl::StatusOr<Stmt> MaxUnpoolBody(const KernelContext& k) {
   const Buffer& x = k.inputs[0];
   Buffer indices = OperandBuffer(k, 1);
@@ -340,13 +339,15 @@ absl::StatusOr<Stmt> MaxUnpoolBody(const KernelContext& k) {
   Stmt zero = Compute(k.out, [&](const Indices&) { return Zero(k.out->dtype); });
   Stmt scatter = LoopNest(x->shape, "u", [&](const Indices& idx) {
     Lets lets;
-    PrimExpr flat = lets.Bind("flat", ToInt(arith::Load(indices, idx)));
-    PrimExpr inside = InRange(flat, k.analyzer.Simplify(total));
+    PrimExpr flat = lets.Bind("flat", CheckedIndex(k, 1, arith::Load(indices, idx),
+                                                   k.analyzer.Simplify(total), -1, false));
+    PrimExpr inside;
     Indices at(rank);
     PrimExpr stride = I(1);
     for (size_t d = rank; d-- > 0;) {
       at[d] = arith::FloorMod(arith::FloorDiv(flat, k.analyzer.Simplify(stride)), unpooled[d]);
-      inside = And(inside, Cmp(ExprKind::kLT, at[d], k.out->shape[d]));
+      PrimExpr fits = Cmp(ExprKind::kLT, at[d], k.out->shape[d]);
+      inside = inside ? And(inside, fits) : fits;
       stride = stride * unpooled[d];
     }
     return lets.Wrap(ir::IfThenElse(inside, ir::Store(k.out, at, arith::Load(x, idx))));

@@ -27,20 +27,24 @@ struct KernelContext {
   arith::Buffer out;
   const arith::Analyzer& analyzer;
   std::vector<arith::Buffer> outs;
+  // Per call argument: the artifact input it is (its position among main's parameters), or
+  // -1; kernels that check run-time indices name that input when one is out of range.
+  std::vector<int> arg_inputs = {};
 };
 
 using KernelBuilder = std::function<absl::StatusOr<ir::Stmt>(const KernelContext&)>;
 using KernelBuilderTable = std::map<std::string, KernelBuilder>;
 
-void RegisterElementwiseKernelBuilders(KernelBuilderTable& table);  // legalize_elementwise.cc
-void RegisterTensorKernelBuilders(KernelBuilderTable& table);       // legalize_tensor.cc
-void RegisterNNKernelBuilders(KernelBuilderTable& table);           // legalize_nn.cc
-void RegisterReduceKernelBuilders(KernelBuilderTable& table);       // legalize_reduce.cc
-void RegisterImageKernelBuilders(KernelBuilderTable& table);        // legalize_image.cc
-void RegisterMultiOutputKernelBuilders(KernelBuilderTable& table);  // legalize_multi_output.cc
-void RegisterRecurrentKernelBuilders(KernelBuilderTable& table);    // legalize_rnn.cc
-void RegisterSignalKernelBuilders(KernelBuilderTable& table);       // legalize_signal.cc
-void RegisterTextKernelBuilders(KernelBuilderTable& table);         // legalize_text.cc
+void RegisterElementwiseKernelBuilders(KernelBuilderTable& table);    // legalize_elementwise.cc
+void RegisterTensorKernelBuilders(KernelBuilderTable& table);         // legalize_tensor.cc
+void RegisterNNKernelBuilders(KernelBuilderTable& table);             // legalize_nn.cc
+void RegisterReduceKernelBuilders(KernelBuilderTable& table);         // legalize_reduce.cc
+void RegisterImageKernelBuilders(KernelBuilderTable& table);          // legalize_image.cc
+void RegisterMultiOutputKernelBuilders(KernelBuilderTable& table);    // legalize_multi_output.cc
+void RegisterRecurrentKernelBuilders(KernelBuilderTable& table);      // legalize_rnn.cc
+void RegisterSignalKernelBuilders(KernelBuilderTable& table);         // legalize_signal.cc
+void RegisterTextKernelBuilders(KernelBuilderTable& table);           // legalize_text.cc
+void RegisterDataDependentKernelBuilders(KernelBuilderTable& table);  // legalize_data_dependent.cc
 
 // The input buffer of call argument `arg`, or null where that argument is omitted (none) or
 // absent: k.inputs leaves out ShapeExpr and none arguments.

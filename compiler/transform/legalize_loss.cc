@@ -54,11 +54,14 @@ struct Loss {
   PrimExpr Class(const Indices& tidx) const {
     return arith::Cast(DataType::Int(), arith::Load(target, tidx));
   }
-  // Ignored targets weigh 0. Out-of-range classes are read clamped, so no load leaves the
-  // buffers (the reference reports them as errors).
+  // The class a target element picks, checked against the class count (the reference's
+  // error; targets do not wrap). An ignored target is not checked: it reads class 0, which
+  // its weight of 0 cancels.
   PrimExpr SafeClass(const Indices& tidx) const {
-    return arith::Min(arith::Max(Class(tidx), arith::IntImm(0)),
-                      input->shape[1] - arith::IntImm(1));
+    PrimExpr c = Class(tidx);
+    PrimExpr ignored = Ignored(tidx);
+    if (ignored) c = arith::Select(ignored, arith::IntImm(0), c);
+    return CheckedIndex(k, 1, c, input->shape[1], 1, false);
   }
   PrimExpr Ignored(const Indices& tidx) const {
     if (!has_ignore) return nullptr;

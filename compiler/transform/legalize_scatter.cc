@@ -2,7 +2,8 @@
 // reference kernels in interp/tensor_index.cc. A scatter is two loop nests: copy the data
 // into the output, then visit the updates in order and combine each into the element its
 // index names. The second nest stores at run-time indices, so the scheduler keeps it serial
-// and duplicate indices combine in the reference's order.
+// and duplicate indices combine in the reference's order. Every index read is checked at run
+// time: an out-of-range one fails the call, as the reference's error.
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/op/op_def.h"
@@ -28,15 +29,18 @@ absl::StatusOr<int64_t> TupleLength(const KernelContext& k, const Buffer& indice
   return indices->shape.back()->int_value;
 }
 
-// data[batch..., indices[q..., 0], ..., indices[q..., k-1], rest...] where `q` indexes the
-// tuples (its first `batch` entries are also data's leading indices).
-Indices TupleTarget(const Buffer& data, const Buffer& indices, const Indices& q, size_t batch,
-                    int64_t k, const Indices& rest) {
+// data[batch..., indices[q..., 0], ..., indices[q..., len-1], rest...] where `q` indexes the
+// tuples (its first `batch` entries are also data's leading indices); every index read is
+// checked.
+Indices TupleTarget(const KernelContext& k, const Buffer& indices, const Indices& q, size_t batch,
+                    int64_t len, const Indices& rest) {
+  const Buffer& data = k.inputs[0];
   Indices at(q.begin(), q.begin() + batch);
-  for (int64_t j = 0; j < k; ++j) {
+  for (int64_t j = 0; j < len; ++j) {
     Indices in_tuple = q;
     in_tuple.push_back(arith::IntImm(j));
-    at.push_back(WrapIndex(arith::Load(indices, in_tuple), data->shape[batch + j]));
+    int dim = static_cast<int>(batch + j);
+    at.push_back(CheckedIndex(k, 1, arith::Load(indices, in_tuple), data->shape[dim], dim, true));
   }
   at.insert(at.end(), rest.begin(), rest.end());
   return at;
@@ -56,7 +60,7 @@ absl::StatusOr<Stmt> GatherNDBody(const KernelContext& k) {
   }
   return Compute(k.out, [&](const Indices& idx) {
     Indices q(idx.begin(), idx.begin() + tuples), rest(idx.begin() + tuples, idx.end());
-    return arith::Load(data, TupleTarget(data, indices, q, batch, len, rest));
+    return arith::Load(data, TupleTarget(k, indices, q, batch, len, rest));
   });
 }
 
@@ -83,19 +87,6 @@ PrimExpr Combine(const std::string& reduction, PrimExpr current, PrimExpr update
   return update;
 }
 
-// Whether every run-time index of `at` (those at `axes`) lies inside `buf`: an update aimed
-// outside is dropped rather than written out of bounds (the reference reports an error).
-PrimExpr Inside(const Buffer& buf, const Indices& at, const std::vector<size_t>& axes) {
-  PrimExpr inside;
-  for (size_t d : axes) {
-    PrimExpr ok =
-        arith::Binary(ExprKind::kAnd, arith::Binary(ExprKind::kGE, at[d], arith::IntImm(0)),
-                      arith::Binary(ExprKind::kLT, at[d], buf->shape[d]));
-    inside = inside ? arith::Binary(ExprKind::kAnd, inside, ok) : ok;
-  }
-  return inside;
-}
-
 // The output starts as a copy of the data.
 Stmt CopyData(const KernelContext& k) {
   return Compute(k.out, [&](const Indices& idx) { return arith::Load(k.inputs[0], idx); });
@@ -115,10 +106,15 @@ absl::StatusOr<Stmt> ScatterElementsBody(const KernelContext& k) {
   KILN_ASSIGN_OR_RETURN(std::string reduction, Reduction(k));
   Stmt scatter = LoopNest(indices->shape, "u", [&](const Indices& idx) {
     Indices at = idx;
-    at[axis] = WrapIndex(arith::Load(indices, idx), data->shape[axis]);
+    at[axis] = CheckedIndex(k, 1, arith::Load(indices, idx), data->shape[axis],
+                            static_cast<int>(axis), true);
+    // The checked index is bound once: the load and the store must not check it twice.
+    PrimExpr target = arith::MakeVar("target");
+    PrimExpr checked = at[axis];
+    at[axis] = target;
     Stmt store =
         ir::Store(k.out, at, Combine(reduction, arith::Load(k.out, at), arith::Load(updates, idx)));
-    return ir::IfThenElse(Inside(k.out, at, {static_cast<size_t>(axis)}), store);
+    return ir::Let(target, checked, store);
   });
   return ir::Seq({CopyData(k), scatter});
 }
@@ -139,12 +135,17 @@ absl::StatusOr<Stmt> ScatterNDBody(const KernelContext& k) {
   KILN_ASSIGN_OR_RETURN(std::string reduction, Reduction(k));
   Stmt scatter = LoopNest(updates->shape, "u", [&](const Indices& idx) {
     Indices q(idx.begin(), idx.begin() + tuples), rest(idx.begin() + tuples, idx.end());
-    Indices at = TupleTarget(data, indices, q, 0, len, rest);
+    Indices at = TupleTarget(k, indices, q, 0, len, rest);
+    // Each checked index is bound once, so the load and the store share one check.
+    std::vector<std::pair<PrimExpr, PrimExpr>> lets;
+    for (int64_t j = 0; j < len; ++j) {
+      lets.push_back({arith::MakeVar(absl::StrCat("target", j)), at[j]});
+      at[j] = lets.back().first;
+    }
     Stmt store =
         ir::Store(k.out, at, Combine(reduction, arith::Load(k.out, at), arith::Load(updates, idx)));
-    std::vector<size_t> indexed;
-    for (int64_t j = 0; j < len; ++j) indexed.push_back(j);
-    return len == 0 ? store : ir::IfThenElse(Inside(k.out, at, indexed), store);
+    for (size_t j = lets.size(); j-- > 0;) store = ir::Let(lets[j].first, lets[j].second, store);
+    return store;
   });
   return ir::Seq({CopyData(k), scatter});
 }

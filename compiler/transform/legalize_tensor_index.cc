@@ -1,4 +1,5 @@
-// Index operators (gather, gather_elements) and tensor makers (trilu, eye_like, one_hot,
+// Index operators (gather, gather_elements; their indices are checked at run time) and tensor
+// makers (trilu, eye_like, one_hot,
 // range, constant_of_shape, shape and size as data, the cosine windows), following the
 // reference kernels in interp/tensor_index.cc, interp/tensor_create.cc and
 // interp/reduce_signal.cc.
@@ -34,7 +35,7 @@ Stmt GatherBody(const KernelContext& k) {
   return Compute(k.out, [&](const Indices& idx) {
     Indices j(idx.begin() + axis, idx.begin() + axis + q);
     Indices at(idx.begin(), idx.begin() + axis);
-    at.push_back(WrapIndex(arith::Load(indices, j), data->shape[axis]));
+    at.push_back(CheckedIndex(k, 1, arith::Load(indices, j), data->shape[axis], axis, true));
     at.insert(at.end(), idx.begin() + axis + q, idx.end());
     return arith::Load(data, at);
   });
@@ -46,7 +47,7 @@ Stmt GatherElementsBody(const KernelContext& k) {
   int64_t axis = AxisAttr(k, data->shape.size(), 0);
   return Compute(k.out, [&](const Indices& idx) {
     Indices at = idx;
-    at[axis] = WrapIndex(arith::Load(indices, idx), data->shape[axis]);
+    at[axis] = CheckedIndex(k, 1, arith::Load(indices, idx), data->shape[axis], axis, true);
     return arith::Load(data, at);
   });
 }
@@ -74,7 +75,8 @@ Stmt EyeLikeBody(const KernelContext& k) {
   });
 }
 
-// values = [off, on]; float indices truncate, negative ones count from depth.
+// values = [off, on]; float indices truncate, negative ones count from depth. No index is
+// out of range: one that names no position leaves its row off, as ONNX defines.
 Stmt OneHotBody(const KernelContext& k) {
   const Buffer &indices = k.inputs[0], &values = k.inputs.back();
   int64_t axis = AxisAttr(k, k.out->shape.size(), -1);

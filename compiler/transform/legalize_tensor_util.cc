@@ -47,6 +47,16 @@ PrimExpr WrapIndex(PrimExpr index, PrimExpr dim) {
   return arith::Select(arith::Binary(arith::ExprKind::kLT, v, arith::IntImm(0)), v + dim, v);
 }
 
+PrimExpr CheckedIndex(const KernelContext& k, size_t arg, PrimExpr index, PrimExpr size, int dim,
+                      bool wrap) {
+  int input = arg < k.arg_inputs.size() ? k.arg_inputs[arg] : -1;
+  return arith::Call(
+      arith::DataType::Int(), ir::intrinsic::CheckIndexName(k.call.name),
+      {CastIfNeeded(arith::DataType::Int(), index), size,
+       arith::IntImm(input, arith::DataType::Int(32)), arith::IntImm(dim, arith::DataType::Int(32)),
+       arith::IntImm(wrap ? 1 : 0, arith::DataType::Int(32))});
+}
+
 PrimExpr ScalarOperand(const KernelContext& k, size_t i) {
   const ir::ExprNode& arg = *k.call.args[i];
   if (arg.kind == ir::ExprKind::kShapeExpr) return arg.values[0];

@@ -26,6 +26,13 @@ const arith::Buffer* OptionalInput(const KernelContext& k, size_t i);
 // An index read at run time, as i64; a negative one counts from the end of an axis of
 // extent `dim`.
 arith::PrimExpr WrapIndex(arith::PrimExpr index, arith::PrimExpr dim);
+// An index read at run time from call.args[arg] (`index`), checked against `size`, the
+// extent of dimension `dim` of the tensor it indexes (-1: a flat index): the kernel reports
+// an out-of-range index and stops (ir::intrinsic::kCheckIndex). With `wrap`, a negative
+// index counts from the end once, as ONNX's gathers and scatters allow. Gives the index as
+// i64, for use in a load or store.
+arith::PrimExpr CheckedIndex(const KernelContext& k, size_t arg, arith::PrimExpr index,
+                             arith::PrimExpr size, int dim, bool wrap);
 // A per-tensor or per-slice quantization parameter at slice `pos`, as the reference's
 // ParamAt: a parameter of one element is read at 0 whatever its rank.
 arith::PrimExpr ParamAt(const arith::Buffer& p, arith::PrimExpr pos);

@@ -85,7 +85,9 @@ class HostLowering {
     KILN_RETURN_IF_ERROR(CollectInputValueVars());
     KILN_RETURN_IF_ERROR(CheckAllVarsBindable());
     KILN_RETURN_IF_ERROR(BindUserBounds());
-    module_.prim_funcs.emplace("kiln_infer_shapes", HostFunc("kiln_infer_shapes", InferShapes()));
+    KILN_ASSIGN_OR_RETURN(Stmt infer, InferShapes());
+    module_.prim_funcs.emplace("kiln_infer_shapes", HostFunc("kiln_infer_shapes", infer));
+    ForgetBindings();
     KILN_ASSIGN_OR_RETURN(Stmt run, RunBody());
     module_.prim_funcs.emplace("kiln_run", HostFunc("kiln_run", run));
     return absl::OkStatus();
@@ -139,10 +141,10 @@ class HostLowering {
   }
 
   // Symbolic vars bound to the values of a small integer tensor (match_cast of
-  // tensor_to_shape, made by the importer for a reshape target, say). Host code reads them
-  // from the tensor's data before anything else runs, so that the workspace can be sized from
-  // them: the tensor must be a graph input. Values computed by kernels would have to be read
-  // between kernel calls; not supported yet.
+  // tensor_to_shape, made by the importer for a reshape target, say). Host code reads the
+  // values of a graph input before anything else runs, so that the workspace can be sized
+  // from them. The values of a kernel's result (a count that sizes a data-dependent output)
+  // are read right after that kernel: they bind run-time vars (BindRunTimeValues).
   absl::Status CollectInputValueVars() {
     for (const ir::BindingBlock& block : func_.blocks) {
       for (const ir::Binding& b : block.bindings) {
@@ -150,9 +152,8 @@ class HostLowering {
         const ir::Expr& tensor = b.value->args[0];
         auto param = std::find(func_.params.begin(), func_.params.end(), tensor);
         if (param == func_.params.end()) {
-          return absl::UnimplementedError(absl::StrCat(
-              "binding %", b.var->name, " reads the values of %", tensor->name,
-              ", which is computed at run time; only values of graph inputs are compiled yet"));
+          KILN_RETURN_IF_ERROR(CollectRunTimeVars(b));
+          continue;
         }
         const auto& vars = *b.var->struct_info.shape;
         for (size_t k = 0; k < vars.size(); ++k) {
@@ -166,9 +167,32 @@ class HostLowering {
     return absl::OkStatus();
   }
 
+  absl::Status CollectRunTimeVars(const ir::Binding& b) {
+    if (b.value->args.size() != 1) {
+      return absl::UnimplementedError(
+          absl::StrCat("binding %", b.var->name,
+                       " scales dims by values computed at run time; only scales "
+                       "that are graph inputs are compiled yet"));
+    }
+    for (const PrimExpr& var : *b.var->struct_info.shape) {
+      KILN_CHECK(var->kind == ExprKind::kVar) << "tensor_to_shape binds " << var;
+      run_time_vars_.insert(var.get());
+    }
+    return absl::OkStatus();
+  }
+
   bool IsValueVar(const PrimExpr& var) const {
-    return std::any_of(value_binder_.begin(), value_binder_.end(),
+    return run_time_vars_.count(var.get()) ||
+           std::any_of(value_binder_.begin(), value_binder_.end(),
                        [&](const InputValue& v) { return v.var == var; });
+  }
+
+  // Whether `e` uses a var that is bound only once a kernel has run.
+  bool UsesRunTimeVar(const PrimExpr& e) const {
+    for (const PrimExpr& v : arith::FreeVars(e)) {
+      if (run_time_vars_.count(v.get())) return true;
+    }
+    return false;
   }
 
   // `%c: Shape([expected]) = match_cast(shape([actual]), ...)`: a constraint on run-time
@@ -183,17 +207,29 @@ class HostLowering {
   void CheckValueConstraints(HostProgram& p) const {
     for (const ir::BindingBlock& block : func_.blocks) {
       for (const ir::Binding& b : block.bindings) {
-        if (!IsValueCheck(b)) continue;
-        const auto& expected = *b.var->struct_info.shape;
-        for (size_t k = 0; k < expected.size(); ++k) {
-          const PrimExpr& actual = b.value->values[k];
-          PrimExpr report = HostCall(DataType::Int(32), intrinsic::kShapeError,
-                                     {I32(intrinsic::kShapeErrorValue), I32(InputOfValues(actual)),
-                                      I32(-1), expected[k], actual});
-          p.Emit(ir::Assert(arith::Binary(ExprKind::kEQ, actual, expected[k]), report));
-        }
+        if (IsValueCheck(b) && !IsRunTimeCheck(b)) EmitValueCheck(p, b);
       }
     }
+  }
+
+  void EmitValueCheck(HostProgram& p, const ir::Binding& b) const {
+    const auto& expected = *b.var->struct_info.shape;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      const PrimExpr& actual = b.value->values[k];
+      PrimExpr report = HostCall(DataType::Int(32), intrinsic::kShapeError,
+                                 {I32(intrinsic::kShapeErrorValue), I32(InputOfValues(actual)),
+                                  I32(-1), expected[k], actual});
+      p.Emit(ir::Assert(arith::Binary(ExprKind::kEQ, actual, expected[k]), report));
+    }
+  }
+
+  // A constraint on run-time vars is checked where it stands, once they are bound.
+  bool IsRunTimeCheck(const ir::Binding& b) const {
+    const auto& expected = *b.var->struct_info.shape;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      if (UsesRunTimeVar(expected[k]) || UsesRunTimeVar(b.value->values[k])) return true;
+    }
+    return false;
   }
 
   // The input whose values `e` reads, or -1.
@@ -320,9 +356,19 @@ class HostLowering {
     return ir::Assert(arith::Binary(ExprKind::kEQ, actual, expected), report);
   }
 
-  Stmt InferShapes() const {
+  // An output shape that depends on data is known only once the kernels that count it have
+  // run: kiln_infer_shapes runs the program up to the last such count, on the inputs' data,
+  // with every result, outputs too, in the workspace.
+  absl::StatusOr<Stmt> InferShapes() {
     HostProgram p;
     BindAndCheckInputs(p);
+    if (OutputShapesUseRunTimeVars()) {
+      RequireInputData(p);
+      BindInputData(p);
+      shape_only_ = true;
+      KILN_RETURN_IF_ERROR(EmitBindings(p));
+      shape_only_ = false;
+    }
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const auto& dims = *outputs_[i]->struct_info.shape;
       for (size_t d = 0; d < dims.size(); ++d) {
@@ -333,21 +379,62 @@ class HostLowering {
     return p.Finish();
   }
 
+  bool OutputShapesUseRunTimeVars() const {
+    for (const ir::Expr& e : outputs_) {
+      for (const PrimExpr& d : *e->struct_info.shape) {
+        if (UsesRunTimeVar(d)) return true;
+      }
+    }
+    return false;
+  }
+
+  // Every input with elements: the kernels that count may read any of them. An empty one
+  // may come without data.
+  void RequireInputData(HostProgram& p) const {
+    for (size_t i = 0; i < func_.params.size(); ++i) {
+      PrimExpr data = HostCall(DataType::Handle(), intrinsic::kInputData, {I32(i)});
+      PrimExpr elements = arith::IntImm(1);
+      for (const PrimExpr& d : *func_.params[i]->struct_info.shape) elements = elements * d;
+      PrimExpr empty = arith::Binary(ExprKind::kEQ, elements, arith::IntImm(0));
+      PrimExpr report = HostCall(
+          DataType::Int(32), intrinsic::kShapeError,
+          {I32(intrinsic::kShapeErrorNoData), I32(i), I32(-1), arith::IntImm(0), arith::IntImm(0)});
+      p.Emit(ir::Assert(arith::Binary(ExprKind::kOr, arith::Cast(DataType::Bool(), data), empty),
+                        report));
+    }
+  }
+
+  void BindInputData(HostProgram& p) {
+    for (size_t i = 0; i < func_.params.size(); ++i) {
+      PrimExpr h = arith::MakeVar(absl::StrCat(func_.params[i]->name, "_data"), DataType::Handle());
+      p.Let(h, HostCall(DataType::Handle(), intrinsic::kInputData, {I32(i)}));
+      storage_of_[func_.params[i].get()] = {AddStorage(h, /*intermediate=*/false)};
+    }
+  }
+
+  // What lowering the bindings recorded, so that kiln_run lowers them anew.
+  void ForgetBindings() {
+    storages_.clear();
+    storage_of_.clear();
+    last_use_.clear();
+    output_fields_.clear();
+    segments_.clear();
+    segment_of_var_.clear();
+    checked_output_dims_.clear();
+  }
+
   absl::StatusOr<Stmt> RunBody() {
     HostProgram p;
     BindAndCheckInputs(p);
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const auto& dims = *outputs_[i]->struct_info.shape;
       for (size_t d = 0; d < dims.size(); ++d) {
+        if (UsesRunTimeVar(dims[d])) continue;  // checked once it is bound
         PrimExpr actual = HostCall(DataType::Int(), intrinsic::kOutputShape, {I32(i), I32(d)});
         p.Emit(CheckDim(intrinsic::kShapeErrorOutput, i, d, dims[d], actual));
       }
     }
-    for (size_t i = 0; i < func_.params.size(); ++i) {
-      PrimExpr h = arith::MakeVar(absl::StrCat(func_.params[i]->name, "_data"), DataType::Handle());
-      p.Let(h, HostCall(DataType::Handle(), intrinsic::kInputData, {I32(i)}));
-      storage_of_[func_.params[i].get()] = {AddStorage(h, /*intermediate=*/false)};
-    }
+    BindInputData(p);
     for (size_t i = 0; i < outputs_.size(); ++i) {
       PrimExpr h = arith::MakeVar(absl::StrCat(outputs_[i]->name, "_data"), DataType::Handle());
       p.Let(h, HostCall(DataType::Handle(), intrinsic::kOutputData, {I32(i)}));
@@ -360,10 +447,11 @@ class HostLowering {
   // Calls each kernel in order. This is where memory is managed: each result of a kernel call
   // (every field of a tuple result) that is not a graph output lives in the workspace, from
   // the call that produces it to the last binding that uses it or any TupleGetItem of it.
-  // Once every lifetime is known, the planner packs them into one workspace, allocated once.
+  // Once every lifetime is known, the planner packs them into one workspace, allocated once;
+  // or one per run-time binding, for the results whose size depends on what it binds.
+  // Shape only (kiln_infer_shapes), it stops after the last run-time binding or check.
   absl::Status EmitBindings(HostProgram& p) {
-    PrimExpr workspace = arith::MakeVar("workspace", DataType::Handle());
-    size_t workspace_let = p.Let(workspace, nullptr);
+    OpenSegment(p);
     std::vector<const ir::Binding*> bindings;
     for (const ir::BindingBlock& block : func_.blocks) {
       for (const ir::Binding& b : block.bindings) bindings.push_back(&b);
@@ -377,11 +465,25 @@ class HostLowering {
         output_fields_[{value.args[0].get(), value.index}] = out->second;
       }
     }
-    for (size_t i = 0; i < bindings.size(); ++i) {
+    size_t end = bindings.size();
+    if (shape_only_) {
+      while (end > 0 && !IsRunTimeBinding(*bindings[end - 1]) &&
+             !(IsValueCheck(*bindings[end - 1]) && IsRunTimeCheck(*bindings[end - 1]))) {
+        --end;
+      }
+    }
+    for (size_t i = 0; i < end; ++i) {
       binding_index_ = i;
       const ir::Binding& b = *bindings[i];
       const ir::ExprNode& value = *b.value;
-      if (IsTensorToShape(b) || IsValueCheck(b)) continue;  // done with the inputs
+      if (IsTensorToShape(b)) {
+        if (IsRunTimeBinding(b)) BindRunTimeValues(p, b);
+        continue;  // else done with the inputs
+      }
+      if (IsValueCheck(b)) {
+        if (IsRunTimeCheck(b)) EmitValueCheck(p, b);
+        continue;
+      }
       if (value.kind == ir::ExprKind::kTupleGetItem) {
         KILN_RETURN_IF_ERROR(AliasTupleField(b));
       } else if (value.kind == ir::ExprKind::kCall && value.name == "call_tir") {
@@ -391,8 +493,67 @@ class HostLowering {
             "binding %", b.var->name, " is not a kernel call; only kernel calls are compiled yet"));
       }
     }
-    PlaceInWorkspace(p, workspace, workspace_let);
+    PlaceInWorkspaces(p);
     return absl::OkStatus();
+  }
+
+  bool IsRunTimeBinding(const ir::Binding& b) const {
+    return IsTensorToShape(b) && std::find(func_.params.begin(), func_.params.end(),
+                                           b.value->args[0]) == func_.params.end();
+  }
+
+  // `%s: Shape([n]) = match_cast(tensor_to_shape(%count))` where a kernel made %count: reads
+  // its values, now that it exists, into n; results sized by n get a workspace of their own
+  // from here on. kiln_run checks each output dim made of such vars once they are bound.
+  void BindRunTimeValues(HostProgram& p, const ir::Binding& b) {
+    const ir::Expr& tensor = b.value->args[0];
+    PrimExpr data = DataHandle(tensor);
+    const auto& vars = *b.var->struct_info.shape;
+    for (size_t k = 0; k < vars.size(); ++k) {
+      PrimExpr element = HostCall(tensor->struct_info.dtype, intrinsic::kReadElement,
+                                  {data, arith::IntImm(static_cast<int64_t>(k))});
+      p.Let(vars[k], arith::Cast(DataType::Int(), element));
+      segment_of_var_[vars[k].get()] = segments_.size();
+    }
+    OpenSegment(p);
+    if (!shape_only_) CheckRunTimeOutputDims(p);
+  }
+
+  void CheckRunTimeOutputDims(HostProgram& p) {
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const auto& dims = *outputs_[i]->struct_info.shape;
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (!UsesRunTimeVar(dims[d]) || !RunTimeVarsBound(dims[d])) continue;
+        if (!checked_output_dims_.insert({i, d}).second) continue;
+        PrimExpr actual = HostCall(DataType::Int(), intrinsic::kOutputShape, {I32(i), I32(d)});
+        p.Emit(CheckDim(intrinsic::kShapeErrorOutput, i, d, dims[d], actual));
+      }
+    }
+  }
+
+  bool RunTimeVarsBound(const PrimExpr& e) const {
+    for (const PrimExpr& v : arith::FreeVars(e)) {
+      if (run_time_vars_.count(v.get()) && !segment_of_var_.count(v.get())) return false;
+    }
+    return true;
+  }
+
+  // A workspace whose size the planner may state in every var bound so far.
+  void OpenSegment(HostProgram& p) {
+    std::string name =
+        segments_.empty() ? "workspace" : absl::StrCat("workspace_", segments_.size());
+    PrimExpr workspace = arith::MakeVar(name, DataType::Handle());
+    segments_.push_back({workspace, p.Let(workspace, nullptr)});
+  }
+
+  // The workspace a result of `bytes` lives in: the latest one whose vars its size uses.
+  size_t SegmentOf(const PrimExpr& bytes) const {
+    size_t segment = 0;
+    for (const PrimExpr& v : arith::FreeVars(bytes)) {
+      auto it = segment_of_var_.find(v.get());
+      if (it != segment_of_var_.end()) segment = std::max(segment, it->second);
+    }
+    return segment;
   }
 
   // A size at the user's bounds when they bound it, else its formula.
@@ -402,20 +563,30 @@ class HostLowering {
     return arith::IntImm(bounds.max);
   }
 
-  void PlaceInWorkspace(HostProgram& p, const PrimExpr& workspace, size_t workspace_let) {
+  void PlaceInWorkspaces(HostProgram& p) {
+    PrimExpr workspace_bytes = arith::IntImm(0), no_reuse_bytes = arith::IntImm(0);
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      MemoryPlan plan = PlaceInWorkspace(p, k);
+      workspace_bytes = workspace_bytes + plan.workspace_bytes;
+      no_reuse_bytes = no_reuse_bytes + plan.no_reuse_bytes;
+    }
+    context_.workspace_bytes = AtBounds(analyzer_.Simplify(workspace_bytes));
+    context_.no_reuse_bytes = AtBounds(analyzer_.Simplify(no_reuse_bytes));
+  }
+
+  MemoryPlan PlaceInWorkspace(HostProgram& p, size_t segment) {
+    const auto& [workspace, workspace_let] = segments_[segment];
     std::vector<Lifetime> lifetimes;
     std::vector<const Storage*> placed;
     for (const Storage& s : storages_) {
-      if (!s.intermediate) continue;
+      if (!s.intermediate || s.segment != segment) continue;
       lifetimes.push_back({s.bytes, s.first_use, s.last_use});
       placed.push_back(&s);
     }
     MemoryPlan plan = PlanMemory(lifetimes, analyzer_);
-    context_.workspace_bytes = AtBounds(plan.workspace_bytes);
-    context_.no_reuse_bytes = AtBounds(plan.no_reuse_bytes);
     if (placed.empty()) {
       p.DropLet(workspace_let);
-      return;
+      return plan;
     }
     p.SetLetValue(workspace_let,
                   HostCall(DataType::Handle(), intrinsic::kAlloc, {plan.workspace_bytes}));
@@ -425,6 +596,7 @@ class HostLowering {
                     HostCall(DataType::Handle(), intrinsic::kOffset, {workspace, offset}));
     }
     p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kFree, {workspace})));
+    return plan;
   }
 
   absl::Status EmitKernelCall(HostProgram& p, const ir::Binding& b) {
@@ -443,7 +615,7 @@ class HostLowering {
         return absl::UnimplementedError(
             absl::StrCat("binding %", b.var->name, " has a result whose shape is unknown"));
       }
-      if (PrimExpr out = OutputHandle(b.var.get(), is_tuple, k)) {
+      if (PrimExpr out = shape_only_ ? nullptr : OutputHandle(b.var.get(), is_tuple, k)) {
         storages.push_back(AddStorage(out, /*intermediate=*/false));
         continue;
       }
@@ -454,6 +626,7 @@ class HostLowering {
       storages_.back().bytes = ByteSize(r);
       storages_.back().let_item = let;
       storages_.back().first_use = binding_index_;
+      storages_.back().segment = SegmentOf(storages_.back().bytes);
     }
     AssignStorages(b.var.get(), storages);
     KILN_ASSIGN_OR_RETURN(PrimExpr kernel_call, KernelCall(*b.value, storages));
@@ -541,6 +714,7 @@ class HostLowering {
     size_t first_use = 0, last_use = 0;  // the bindings that produce it and last read it
     PrimExpr bytes;                      // intermediates: size and the Let of their handle
     size_t let_item = 0;
+    size_t segment = 0;  // the workspace it lives in
   };
 
   ir::IRModule& module_;
@@ -566,6 +740,16 @@ class HostLowering {
   ir::PassContext& context_;
   std::vector<std::pair<const arith::ExprNode*, int64_t>> bounded_;  // var, user bound
   size_t binding_index_ = 0;                                         // the binding being lowered
+  // Vars bound from values that kernels compute, and the workspace opened after each binds.
+  std::set<const arith::ExprNode*> run_time_vars_;
+  std::map<const arith::ExprNode*, size_t> segment_of_var_;
+  struct Segment {
+    PrimExpr workspace;
+    size_t let_item;
+  };
+  std::vector<Segment> segments_;
+  std::set<std::pair<size_t, size_t>> checked_output_dims_;  // (output, dim)
+  bool shape_only_ = false;  // kiln_infer_shapes: no output data, stop at the last count
 };
 
 }  // namespace

@@ -35,6 +35,7 @@ CallEnv::CallEnv(const Signature& signature, ThreadPool* pool, WorkspaceCache* c
   env_.free = &CallEnv::Free;
   env_.shape_error = &CallEnv::ShapeError;
   env_.parallel_for = &CallEnv::ParallelFor;
+  env_.index_error = &CallEnv::IndexError;
 }
 
 CallEnv::~CallEnv() {
@@ -51,6 +52,11 @@ void CallEnv::Release(void* ptr, size_t size) {
 
 std::string CallEnv::FailureMessage() const {
   return error_.empty() ? "workspace allocation failed" : error_;
+}
+
+bool CallEnv::HasReport() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !error_.empty();
 }
 
 void CallEnv::Report(std::string message) {
@@ -113,6 +119,25 @@ void CallEnv::ShapeError(void* self, int32_t kind, int32_t index, int32_t dim, i
   }
   call->Report(label + ": expected " + std::to_string(expected) + ", got " +
                std::to_string(actual));
+}
+
+// "input 'indices' holds index 7, out of range for dimension 0 of size 5 (gather axis 0)";
+// an index the model computed is named by its op instead.
+void CallEnv::IndexError(void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
+                         const char* op) {
+  auto* call = static_cast<CallEnv*>(self);
+  std::string op_name = op != nullptr ? op : "?";
+  std::string range = dim >= 0 ? "dimension " + std::to_string(dim) + " of size " : "size ";
+  range += std::to_string(size);
+  std::string where = op_name + (dim >= 0 ? " axis " + std::to_string(dim) : "");
+  const auto& inputs = call->signature_.inputs;
+  if (input < 0 || input >= static_cast<int32_t>(inputs.size())) {
+    call->Report("op " + op_name + ": index " + std::to_string(index) +
+                 " (computed by the model) out of range for " + range);
+    return;
+  }
+  call->Report(TensorLabel(false, inputs[input].name) + " holds index " + std::to_string(index) +
+               ", out of range for " + range + " (" + where + ")");
 }
 
 int32_t CallEnv::ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure) {

@@ -1,6 +1,6 @@
 // The KilnEnv handed to one call into an artifact: 64-byte aligned workspace memory, shape
-// errors turned into messages that name the tensor and dim from the signature, and parallel
-// loops run on the model's thread pool.
+// and index errors turned into messages that name the tensor and dim from the signature, and
+// parallel loops run on the model's thread pool.
 #pragma once
 
 #include <cstdint>
@@ -29,12 +29,17 @@ class CallEnv {
   // Why the call failed: the first reported problem, else the ABI's meaning of a bare
   // nonzero return.
   std::string FailureMessage() const;
+  // Whether the artifact reported a problem; an index error does not stop the host code, so a
+  // call can report one and still return 0.
+  bool HasReport() const;
 
  private:
   static void* Alloc(void* self, int64_t bytes);
   static void Free(void* self, void* ptr);
   static void ShapeError(void* self, int32_t kind, int32_t index, int32_t dim, int64_t expected,
                          int64_t actual);
+  static void IndexError(void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
+                         const char* op);
   static int32_t ParallelFor(void* self, int64_t num_tasks, TaskFn task, void* closure);
   void Report(std::string message);
   void Release(void* ptr, size_t size);
@@ -44,7 +49,7 @@ class CallEnv {
   ThreadPool* pool_;
   WorkspaceCache* cache_;
   // Generated code may allocate from worker threads.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<void*, size_t> live_;  // pointer -> bytes allocated
   std::string error_;
 };

@@ -262,7 +262,10 @@ int kiln_model_run(const KilnModel* model, const DLTensor* inputs, int32_t num_i
   }
   if (!error.empty()) return Fail(error);
   CallEnv call(signature, model->pool.get(), &model->workspace);
-  if (model->run(call.env(), in.data(), out.data()) != 0) return Fail(call.FailureMessage());
+  // An index error lets the host code run on (kernels cannot stop it), so it fails the call
+  // even after a 0 return.
+  int32_t result = model->run(call.env(), in.data(), out.data());
+  if (result != 0 || call.HasReport()) return Fail(call.FailureMessage());
   return 0;
 }
 

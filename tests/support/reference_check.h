@@ -84,4 +84,30 @@ inline std::vector<ir::NDArray> ExpectSameAsReference(const runtime::Model& mode
   return *std::move(want);
 }
 
+// A model compiled once and imported once, to run at several inputs.
+struct CompiledModel {
+  explicit CompiledModel(const std::string& onnx) : model(CompileAndLoad(onnx)) {
+    auto imported = driver::ImportModel(onnx);
+    EXPECT_TRUE(imported.ok()) << imported.status();
+    if (imported.ok()) module = *std::move(imported);
+  }
+  // Runs both and compares; returns the shape of the first reference output.
+  std::vector<int64_t> ExpectSame(std::vector<ir::NDArray> inputs) const {
+    auto want = ExpectSameAsReference(*model, module, std::move(inputs));
+    return want.empty() ? std::vector<int64_t>{} : want[0].shape;
+  }
+  // Values that break a constraint: compiled code reports `input` as holding values that do
+  // not fit, and the interpreter fails too.
+  void ExpectRejected(const std::vector<ir::NDArray>& inputs, const std::string& input) const {
+    auto shapes = CompiledOutputShapes(*model, inputs);
+    ASSERT_FALSE(shapes.ok());
+    EXPECT_NE(shapes.status().message().find("'" + input + "' holds values that do not fit"),
+              std::string::npos)
+        << shapes.status();
+    EXPECT_FALSE(interp::Run(module, inputs).ok());
+  }
+  std::unique_ptr<runtime::Model> model;
+  ir::IRModule module;
+};
+
 }  // namespace kiln::testing

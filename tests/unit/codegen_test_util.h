@@ -5,12 +5,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
-#include <atomic>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compiler/codegen/codegen.h"
@@ -76,6 +76,12 @@ struct TestEnv {
   bool fail_alloc = false;
   int allocs = 0, frees = 0;
   std::vector<ShapeError> shape_errors;
+  struct IndexError {
+    int32_t input, dim;
+    int64_t index, size;
+    std::string op;
+  };
+  std::vector<IndexError> index_errors;
   // parallel_for splits its tasks into this many ranges, each on its own std::thread.
   int threads = 1;
   std::atomic<int> parallel_calls{0};
@@ -96,6 +102,10 @@ struct TestEnv {
                          int64_t expected, int64_t actual) {
       static_cast<TestEnv*>(self)->shape_errors.push_back(
           {is_output, index, dim, expected, actual});
+    };
+    env.index_error = [](void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
+                         const char* op) {
+      static_cast<TestEnv*>(self)->index_errors.push_back({input, dim, index, size, op});
     };
     env.parallel_for = [](void* self, int64_t n, int32_t (*task)(void*, int64_t, int64_t),
                           void* closure) -> int32_t {

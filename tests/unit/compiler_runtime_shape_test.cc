@@ -226,25 +226,5 @@ TEST(RuntimeShapeTest, CompiledRangeWithInputBoundsMatchesTheInterpreter) {
   EXPECT_EQ(got.num_elements(), 0);
 }
 
-TEST(RuntimeShapeTest, ValuesComputedByKernelsAreNotCompiledYet) {
-  OnnxBuilder b;
-  b.Input("x", {2, 3, 4});
-  b.Input("shape", {2}, onnx::TensorProto::INT64);
-  b.Node("Neg", {"shape"}, {"negated"});
-  b.Node("Reshape", {"x", "negated"}, {"y"});
-  b.Output("y", {"a", "b"});
-  auto target = ir::ParseTarget("x86_64");
-  ASSERT_TRUE(target.ok());
-  auto artifact = driver::CompileModel(b.Serialize(), *target, {}, nullptr);
-  ASSERT_FALSE(artifact.ok());
-  EXPECT_EQ(artifact.status().code(), absl::StatusCode::kUnimplemented) << artifact.status();
-  EXPECT_NE(artifact.status().message().find("computed at run time"), std::string::npos)
-      << artifact.status();
-  // The interpreter runs it.
-  auto out = ImportAndRun(b, {Iota({2, 3, 4}), I64({2}, {-4, 1})});
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].shape, (std::vector<int64_t>{4, 6}));
-}
-
 }  // namespace
 }  // namespace kiln

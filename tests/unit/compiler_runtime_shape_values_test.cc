@@ -17,29 +17,11 @@ namespace kiln {
 namespace {
 
 using namespace tensor_test;  // NOLINT: test helpers
-using testing::CompileAndLoad;
-using testing::CompiledOutputShapes;
 using testing::ExpectSameAsReference;
 
-// The model compiled once and imported once, to run at several input values.
-struct Compiled {
-  explicit Compiled(const OnnxBuilder& b) : model(CompileAndLoad(b.Serialize())) {
-    auto imported = driver::ImportModel(b.Serialize());
-    EXPECT_TRUE(imported.ok()) << imported.status();
-    if (imported.ok()) module = *std::move(imported);
-  }
-  // Values that break a constraint: compiled code reports `input` as holding values that do
-  // not fit, and the interpreter fails too.
-  void ExpectRejected(const std::vector<ir::NDArray>& inputs, const std::string& input) const {
-    auto shapes = CompiledOutputShapes(*model, inputs);
-    ASSERT_FALSE(shapes.ok());
-    EXPECT_NE(shapes.status().message().find("'" + input + "' holds values that do not fit"),
-              std::string::npos)
-        << shapes.status();
-    EXPECT_FALSE(interp::Run(module, inputs).ok());
-  }
-  std::unique_ptr<runtime::Model> model;
-  ir::IRModule module;
+// The model compiled once and imported once.
+struct Compiled : testing::CompiledModel {
+  explicit Compiled(const OnnxBuilder& b) : CompiledModel(b.Serialize()) {}
 };
 
 ir::NDArray F32Range(std::vector<int64_t> shape) {

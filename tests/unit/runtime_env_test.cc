@@ -1,4 +1,5 @@
-// The KilnEnv the runtime gives artifacts: aligned workspace, and shape-error messages.
+// The KilnEnv the runtime gives artifacts: aligned workspace, and shape- and index-error
+// messages.
 #include <cstdint>
 
 #include "gtest/gtest.h"
@@ -9,7 +10,9 @@ namespace {
 
 Signature TestSignature() {
   Signature sig;
-  ParseSignature("kiln-signature 1\ninput x f32 2 batch 784\noutput y f32 1 batch\n", &sig);
+  ParseSignature(
+      "kiln-signature 1\ninput x f32 2 batch 784\ninput indices i64 1 4\noutput y f32 1 batch\n",
+      &sig);
   return sig;
 }
 
@@ -73,6 +76,39 @@ TEST(CallEnvTest, IndexOutsideTheSignatureStillGetsAMessage) {
   CallEnv call(sig);
   call.env()->shape_error(call.env()->self, 0, 5, 2, 1, 2);
   EXPECT_EQ(call.FailureMessage(), "input #5 dimension 2: expected 1, got 2");
+}
+
+TEST(CallEnvTest, IndexErrorsNameTheInputAndTheIndexedDimension) {
+  Signature sig = TestSignature();
+  CallEnv call(sig);
+  EXPECT_FALSE(call.HasReport());
+  call.env()->index_error(call.env()->self, 1, 0, 7, 5, "gather");
+  EXPECT_TRUE(call.HasReport());
+  EXPECT_EQ(
+      call.FailureMessage(),
+      "input 'indices' holds index 7, out of range for dimension 0 of size 5 (gather axis 0)");
+  // Later reports (other elements, other threads) keep the first.
+  call.env()->index_error(call.env()->self, 1, 0, -9, 5, "gather");
+  EXPECT_EQ(
+      call.FailureMessage(),
+      "input 'indices' holds index 7, out of range for dimension 0 of size 5 (gather axis 0)");
+}
+
+TEST(CallEnvTest, IndexErrorsOfComputedAndFlatIndices) {
+  Signature sig = TestSignature();
+  CallEnv computed(sig);
+  computed.env()->index_error(computed.env()->self, -1, 1, -6, 5, "gather_elements");
+  EXPECT_EQ(computed.FailureMessage(),
+            "op gather_elements: index -6 (computed by the model) out of range for dimension 1 "
+            "of size 5");
+  CallEnv flat(sig);
+  flat.env()->index_error(flat.env()->self, 1, -1, 16, 16, "max_unpool");
+  EXPECT_EQ(flat.FailureMessage(),
+            "input 'indices' holds index 16, out of range for size 16 (max_unpool)");
+  CallEnv unknown(sig);
+  unknown.env()->index_error(unknown.env()->self, 9, 0, 3, 2, "gather");
+  EXPECT_EQ(unknown.FailureMessage(),
+            "op gather: index 3 (computed by the model) out of range for dimension 0 of size 2");
 }
 
 }  // namespace

@@ -250,7 +250,7 @@ TEST(LoaderErrorTest, MissingSymbolNamesFileAndSymbol) {
 TEST(LoaderErrorTest, OtherAbiVersion) {
   std::string path = ArtifactPath("abi_v1");
   EXPECT_EQ(LoadError(path),
-            "artifact '" + path + "' has ABI version 1; this runtime supports version 2");
+            "artifact '" + path + "' has ABI version 1; this runtime supports version 3");
 }
 
 TEST(LoaderErrorTest, BadSignature) {

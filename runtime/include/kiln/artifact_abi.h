@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 2
+#define KILN_ABI_VERSION 3
 
 #define KILN_SHAPE_ERROR_INPUT 0
 #define KILN_SHAPE_ERROR_OUTPUT 1
@@ -47,12 +47,20 @@ typedef struct KilnEnv {
   int32_t (*parallel_for)(void* self, int64_t num_tasks,
                           int32_t (*task)(void* closure, int64_t begin, int64_t end),
                           void* closure);
+  /* A kernel of op `op` (e.g. "gather") read index `index` from a tensor at run time, and it
+   * is out of range for dimension `dim` (of size `size`) of the tensor it indexes; dim is -1
+   * for an index into the flattened tensor. `input` is the input the index came from, or -1
+   * when the model computed it. The kernel stops without touching memory at that index; the
+   * rest of the run goes on, so the entry point may still return 0: a call that reported an
+   * index error has failed whatever it returns. (Added in ABI version 3.) */
+  void (*index_error)(void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
+                      const char* op);
 } KilnEnv;
 
 /* Entry points every artifact exports. Both functions return 0 on success and nonzero after
  * reporting the reason through env (a nonzero return with no report means a workspace
- * allocation failed). Ranks and dtypes are checked by the runtime before the call, against
- * kiln_signature(). */
+ * allocation failed); a run that reported an index_error has failed even if it returns 0. Ranks and
+ * dtypes are checked by the runtime before the call, against kiln_signature(). */
 typedef int32_t (*KilnAbiVersionFn)(void);
 /* Text, one line per tensor after a header line:
  *   kiln-signature 1
