@@ -85,6 +85,29 @@ absl::StatusOr<PrimExpr> BindNonZeroCount(ImportContext& ctx, ir::Expr x, const 
   return values[0];
 }
 
+// Compress's condition may be shorter than the axis, not longer: an error the importer reports
+// when it can prove it and host code checks otherwise (the fill kernel would leave part of
+// its output unwritten).
+absl::Status CheckConditionFits(ImportContext& ctx, const ir::Expr& x, const ir::Expr& condition,
+                                int64_t axis) {
+  const auto& x_shape = x->struct_info.shape;
+  const auto& c_shape = condition->struct_info.shape;
+  if (!x_shape || !c_shape || c_shape->size() != 1) return absl::OkStatus();
+  int64_t rank = static_cast<int64_t>(x_shape->size());
+  if (axis < -rank || axis >= rank) return absl::OkStatus();  // op inference reports it
+  PrimExpr length = (*c_shape)[0], extent = (*x_shape)[axis < 0 ? axis + rank : axis];
+  if (ctx.analyzer().ProveLE(length, extent)) return absl::OkStatus();
+  if (ctx.analyzer().ProveGE(length, extent + arith::IntImm(1))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Compress: condition has ", arith::ToString(length),
+                     " entries, more than the axis' ", arith::ToString(extent)));
+  }
+  PrimExpr fits = arith::Binary(arith::ExprKind::kLE, length, extent);
+  ctx.CheckAtRunTime(arith::Select(fits, arith::IntImm(0), length), arith::IntImm(0),
+                     ctx.node().output(0) + "_condition_fits");
+  return absl::OkStatus();
+}
+
 // Without an axis, Compress works on the flattened input.
 absl::Status ConvertCompress(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(ir::Expr x, ctx.Input(0));
@@ -102,6 +125,7 @@ absl::Status ConvertCompress(ImportContext& ctx) {
                           ctx.Emit("reshape", {x, flat_shape}, {{"allowzero", int64_t{0}}}, name));
   }
   std::vector<ir::Expr> args = {x, condition};
+  KILN_RETURN_IF_ERROR(CheckConditionFits(ctx, x, condition, axis));
   if (x->struct_info.shape && condition->struct_info.dtype == arith::DataType::Bool()) {
     KILN_ASSIGN_OR_RETURN(PrimExpr n, BindNonZeroCount(ctx, condition, ctx.node().output(0)));
     args.push_back(ir::MakeShapeExpr({n}));

@@ -79,6 +79,16 @@ TEST(DataDependentShapeTest, CompressMatchesTheInterpreterAtSeveralShapes) {
   EXPECT_EQ(c.ExpectSame({Iota({6, 2}), BoolOf({0, 1})}), (std::vector<int64_t>{6, 1}));
 }
 
+// A condition longer than the axis is an error in both; the artifact checks it before it
+// fills anything.
+TEST(DataDependentShapeTest, CompressRejectsAConditionLongerThanTheAxis) {
+  Compiled c(CompressModel(1));
+  ASSERT_TRUE(c.model);
+  std::vector<ir::NDArray> inputs = {Iota({3, 2}), BoolOf({1, 0, 1})};
+  EXPECT_FALSE(testing::CompiledOutputShapes(*c.model, inputs).ok());
+  EXPECT_FALSE(interp::Run(c.module, inputs).ok());
+}
+
 TEST(DataDependentShapeTest, CompressWithoutAxisFlattens) {
   OnnxBuilder b;
   b.Input("x", {"n", 3});
