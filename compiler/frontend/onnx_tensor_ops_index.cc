@@ -102,9 +102,8 @@ absl::Status CheckConditionFits(ImportContext& ctx, const ir::Expr& x, const ir:
         absl::StrCat("Compress: condition has ", arith::ToString(length),
                      " entries, more than the axis' ", arith::ToString(extent)));
   }
-  PrimExpr fits = arith::Binary(arith::ExprKind::kLE, length, extent);
-  ctx.CheckAtRunTime(arith::Select(fits, arith::IntImm(0), length), arith::IntImm(0),
-                     ctx.node().output(0) + "_condition_fits");
+  // Reported as "a size computed from them is <the axis>, expected <the condition's length>".
+  ctx.CheckAtRunTime(arith::Min(length, extent), length, ctx.node().output(0) + "_condition_fits");
   return absl::OkStatus();
 }
 

@@ -101,6 +101,15 @@ void CallEnv::ShapeError(void* self, int32_t kind, int32_t index, int32_t dim, i
                          int64_t actual) {
   auto* call = static_cast<CallEnv*>(self);
   std::string label = DimLabel(call->signature_, kind == KILN_SHAPE_ERROR_OUTPUT, index, dim);
+  if (kind == KILN_SHAPE_ERROR_VALUE && index < 0) {
+    // A constraint between the inputs' shapes or on values the model computed: no one input
+    // to name.
+    call->Report(
+        "the inputs do not meet the model's shape constraints: a size computed from "
+        "them is " +
+        std::to_string(actual) + ", expected " + std::to_string(expected));
+    return;
+  }
   if (kind == KILN_SHAPE_ERROR_VALUE || kind == KILN_SHAPE_ERROR_NO_DATA) {
     std::string input = DimLabel(call->signature_, false, index, -1);
     input = input.substr(0, input.rfind(" dimension"));

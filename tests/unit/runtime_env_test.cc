@@ -63,6 +63,16 @@ TEST(CallEnvTest, ShapeErrorsUseSignatureNames) {
   EXPECT_EQ(fixed.FailureMessage(), "input 'x' dimension 1: expected 784, got 100");
 }
 
+// A constraint that no single input's values break (index -1): no input is named.
+TEST(CallEnvTest, ValueConstraintWithoutAnInputSaysSo) {
+  Signature sig = TestSignature();
+  CallEnv call(sig);
+  call.env()->shape_error(call.env()->self, KILN_SHAPE_ERROR_VALUE, -1, -1, 3, 2);
+  EXPECT_EQ(call.FailureMessage(),
+            "the inputs do not meet the model's shape constraints: a size computed from them "
+            "is 2, expected 3");
+}
+
 TEST(CallEnvTest, FirstReportWins) {
   Signature sig = TestSignature();
   CallEnv call(sig);
