@@ -9,8 +9,8 @@
 //         for jp (panels)
 //           acc[MR][NR] = C tile (0 for the first kc block)
 //           for kk: acc[ii][jj] += A[row ii, kk] * Bp[jp][kk][jj]   (MR x NR, unrolled)
-//           C tile = acc (rows < M, columns < N)
-//   for i (parallel), j (vectorized): the fused epilogue, if any (C = relu(C + bias), ...)
+//           C tile = acc (rows < M, columns < N); after the last kc block, each element
+//             then gets the fused epilogue, if any (C = relu(C + bias), ...)
 //
 // acc is unrolled to constant indices, so it lives in vector registers; the update is one
 // broadcast of A and NR / lanes vector FMAs per row. Rows past M read row M - 1 (clamped),
@@ -152,6 +152,23 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
 
 PrimExpr And(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kAnd, a, b); }
 
+// C[b.., row, col] = value, then the fused element-wise stores on that element.
+Stmt StoreAndFinish(const Matmul& m, const PrimExpr& row, const PrimExpr& col, PrimExpr value) {
+  std::vector<PrimExpr> at;
+  for (const StmtNode* b : m.batch_loops) at.push_back(b->var);
+  at.push_back(row);
+  at.push_back(col);
+  std::vector<Stmt> stmts = {ir::Store(m.c, std::move(at), std::move(value))};
+  for (const Stmt& s : m.epilogue) {
+    stmts.push_back(ir::SubstituteStmt(s, [&](const PrimExpr& x) -> PrimExpr {
+      if (x.get() == m.i->var.get()) return row;
+      if (x.get() == m.j->var.get()) return col;
+      return nullptr;
+    }));
+  }
+  return ir::Seq(stmts);
+}
+
 class MatmulTiler {
  public:
   MatmulTiler(const Matmul& m, const ir::Target& target)
@@ -162,10 +179,7 @@ class MatmulTiler {
     Stmt blocks =
         Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, ir::Seq({PackB(), ComputeTiles()}));
     if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
-    Stmt body =
-        Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel, ir::Allocate(packed_, blocks));
-    if (!m_.epilogue.empty()) body = ir::Seq({body, Epilogue()});
-    return body;
+    return Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel, ir::Allocate(packed_, blocks));
   }
 
  private:
@@ -195,9 +209,11 @@ class MatmulTiler {
                        CIndices(arith::Min(Row(), M() - I(1)), arith::Min(Col(), N() - I(1))));
   }
 
-  Stmt StoreC(PrimExpr value) const {
-    return ir::IfThenElse(And(Lt(Row(), M()), Lt(Col(), N())),
-                          ir::Store(m_.c, CIndices(Row(), Col()), value));
+  PrimExpr InC() const { return And(Lt(Row(), M()), Lt(Col(), N())); }
+
+  // Whether the tile lies wholly inside C: all tiles but the last row and column.
+  PrimExpr Interior() const {
+    return And(Lt(it_ * I(rows_) + I(rows_ - 1), M()), Lt(Col(jp_, I(cols_ - 1)), N()));
   }
 
   // The A rows of row tile `it` in the kc block, row-interleaved: packed_a[kk, ii]. One
@@ -216,12 +232,19 @@ class MatmulTiler {
   Stmt PackB() const {
     PrimExpr jp = arith::MakeVar("pjp"), kk = arith::MakeVar("pkk"), jj = arith::MakeVar("pjj");
     PrimExpr col = Col(jp, jj);
-    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j->var}, {Depth(kk), arith::Min(col, N() - I(1))});
-    PrimExpr value = arith::Select(Lt(col, N()), b, arith::FloatImm(0));
-    Stmt store = ir::Store(packed_, {jp, kk, jj}, value);
-    return Loop(
-        jp, I(panels()), ForKind::kSerial,
-        Loop(kk, BlockDepth(), ForKind::kSerial, Loop(jj, I(cols_), ForKind::kVectorized, store)));
+    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j->var}, {Depth(kk), col});
+    PrimExpr clamped =
+        Replace(m_.b_load, {m_.k, m_.j->var}, {Depth(kk), arith::Min(col, N() - I(1))});
+    // Panels inside B copy rows as whole vectors; the clamp on the last one would make the
+    // loads a gather.
+    auto pack = [&](PrimExpr value) {
+      return Loop(
+          kk, BlockDepth(), ForKind::kSerial,
+          Loop(jj, I(cols_), ForKind::kVectorized, ir::Store(packed_, {jp, kk, jj}, value)));
+    };
+    return Loop(jp, I(panels()), ForKind::kSerial,
+                ir::IfThenElse(Lt(Col(jp, I(cols_ - 1)), N()), pack(b),
+                               pack(arith::Select(Lt(col, N()), clamped, arith::FloatImm(0)))));
   }
 
   // for ii, jj (unrolled): body
@@ -229,20 +252,40 @@ class MatmulTiler {
     return Loop(ii_, I(rows_), ForKind::kUnrolled, Loop(jj_, I(cols_), columns, std::move(body)));
   }
 
-  // One register tile: rows past M read a clamped row, columns past N read zeros; neither is
-  // stored.
+  // One register tile. Interior tiles load and store C as whole vectors; edge tiles read a
+  // clamped row and zeros past N, and store only what lies inside C. After the last depth
+  // block each element gets its fused epilogue as it is stored, from registers.
   Stmt Tile() const {
     PrimExpr acc = arith::Load(acc_, {ii_, jj_});
-    PrimExpr first_block = arith::Binary(ExprKind::kEQ, kc_, I(0));
-    Stmt load =
-        ir::Store(acc_, {ii_, jj_}, arith::Select(first_block, arith::FloatImm(0), ClampedC()));
     PrimExpr a = pack_a_ ? arith::Load(packed_a_, {kk_, ii_})
                          : Replace(m_.a_load, {m_.i->var, m_.k},
                                    {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     PrimExpr b = arith::Load(packed_, {jp_, kk_, jj_});
     Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial,
                        OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized));
-    return ir::Allocate(acc_, ir::Seq({OverTile(load), update, OverTile(StoreC(acc))}));
+    return ir::Allocate(acc_, ir::Seq({LoadTile(), update, StoreTile(acc)}));
+  }
+
+  Stmt LoadTile() const {
+    auto load = [&](PrimExpr value, ForKind columns) {
+      return OverTile(ir::Store(acc_, {ii_, jj_}, std::move(value)), columns);
+    };
+    Stmt from_c = ir::IfThenElse(
+        Interior(), load(arith::Load(m_.c, CIndices(Row(), Col())), ForKind::kVectorized),
+        load(ClampedC(), ForKind::kUnrolled));
+    return ir::IfThenElse(arith::Binary(ExprKind::kEQ, kc_, I(0)),
+                          load(arith::FloatImm(0), ForKind::kVectorized), from_c);
+  }
+
+  Stmt StoreTile(const PrimExpr& acc) const {
+    auto store = [&](const Stmt& element) {
+      return ir::IfThenElse(Interior(), OverTile(element, ForKind::kVectorized),
+                            OverTile(ir::IfThenElse(InC(), element)));
+    };
+    Stmt partial = store(ir::Store(m_.c, CIndices(Row(), Col()), acc));
+    if (m_.epilogue.empty()) return partial;
+    PrimExpr last_block = Lt(K(), (kc_ + I(1)) * I(kBlockDepth) + I(1));
+    return ir::IfThenElse(last_block, store(StoreAndFinish(m_, Row(), Col(), acc)), partial);
   }
 
   Stmt ComputeTiles() const {
@@ -250,12 +293,6 @@ class MatmulTiler {
     return Loop(it_, CeilDiv(M(), rows_), ForKind::kSerial,
                 pack_a_ ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
                         : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix));
-  }
-
-  // The fused element-wise stores, once per element after the product is complete.
-  Stmt Epilogue() const {
-    return Loop(m_.i->var, M(), ForKind::kParallel,
-                Loop(m_.j->var, N(), ForKind::kVectorized, ir::Seq(m_.epilogue)));
   }
 
   const Matmul& m_;
@@ -283,9 +320,9 @@ class MatvecTiler {
     PrimExpr base = jc_ * I(kBlockCols) + jp_ * I(cols_);
     Stmt panel = ir::IfThenElse(Lt(base + I(cols_ - 1), N()), Panel(base, I(cols_)),
                                 Panel(base, N() - base));
-    return Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel,
-                Loop(jp_, I(kBlockCols / cols_), ForKind::kSerial,
-                     ir::IfThenElse(Lt(base, N()), panel)));
+    return Loop(
+        jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel,
+        Loop(jp_, I(kBlockCols / cols_), ForKind::kSerial, ir::IfThenElse(Lt(base, N()), panel)));
   }
 
  private:
@@ -311,21 +348,9 @@ class MatvecTiler {
     Stmt zero = Loop(zj, width, ForKind::kVectorized, ir::Store(acc, {zj}, arith::FloatImm(0)));
     Stmt update = Loop(k, m_.depth, ForKind::kSerial,
                        Loop(uj, width, ForKind::kVectorized, ir::Store(acc, {uj}, sum)));
-    Stmt store = Loop(sj, width, ForKind::kVectorized, StoreAndFinish(base + sj, acc, sj));
+    Stmt store = Loop(sj, width, ForKind::kVectorized,
+                      StoreAndFinish(m_, I(0), base + sj, arith::Load(acc, {sj})));
     return ir::Allocate(acc, ir::Seq({zero, update, store}));
-  }
-
-  // C[b.., 0, col] = acc[jj], then the fused epilogue on that element.
-  Stmt StoreAndFinish(const PrimExpr& col, const Buffer& acc, const PrimExpr& jj) const {
-    std::vector<Stmt> stmts = {ir::Store(m_.c, CIndices(col), arith::Load(acc, {jj}))};
-    for (const Stmt& s : m_.epilogue) {
-      stmts.push_back(ir::SubstituteStmt(s, [&](const PrimExpr& x) -> PrimExpr {
-        if (x.get() == m_.i->var.get()) return I(0);
-        if (x.get() == m_.j->var.get()) return col;
-        return nullptr;
-      }));
-    }
-    return ir::Seq(stmts);
   }
 
   const Matmul& m_;
