@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/frontend/onnx_nn.h"
+#include "compiler/frontend/onnx_tensor_ops.h"
 
 namespace kiln::frontend {
 namespace {
@@ -148,6 +149,38 @@ Converter ConvertGlobalPool(const std::string& op) {
   };
 }
 
+// An output_shape read at run time is bound to symbolic variables, each checked at run time
+// to be at least the unpooled extent (x's pooling inverted), as the reference requires.
+absl::Status BindUnpoolOutputShape(ImportContext& ctx, const std::vector<int64_t>& kernel,
+                                   const ir::Attrs& attrs, std::vector<ir::Expr>& args) {
+  const auto& x = args[0]->struct_info.shape;
+  if (!x || !IsSmallIntVector(args[2])) return absl::OkStatus();
+  const std::string& name = ctx.node().input(2);
+  KILN_ASSIGN_OR_RETURN(std::vector<arith::PrimExpr> dims, ctx.BindRuntimeValues(args[2], name));
+  if (dims.size() != x->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("output_shape '", name, "' must have ",
+                                                   x->size(), " values, got ", dims.size()));
+  }
+  const auto& strides = std::get<std::vector<int64_t>>(attrs.at("strides"));
+  const auto& pads = std::get<std::vector<int64_t>>(attrs.at("pads"));
+  size_t spatial = kernel.size();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    arith::PrimExpr least = (*x)[d];
+    if (d >= 2) {
+      int64_t s = d - 2;
+      least = (least - arith::IntImm(1)) * arith::IntImm(strides[s]) + arith::IntImm(kernel[s]) -
+              arith::IntImm(pads[s] + pads[s + spatial]);
+    }
+    least = ctx.analyzer().Simplify(least);
+    // Reports the extent itself when it is below the unpooled one.
+    arith::PrimExpr fits = arith::Binary(arith::ExprKind::kGE, dims[d], least);
+    ctx.CheckAtRunTime(arith::Select(fits, least, dims[d]), least,
+                       absl::StrCat(name, "_", d, "_fits"));
+  }
+  args[2] = ir::MakeShapeExpr(dims);
+  return absl::OkStatus();
+}
+
 // MaxUnpool's output_shape input keeps the result's shape symbolic when its values are known.
 absl::Status ConvertMaxUnpool(ImportContext& ctx) {
   KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> args, Inputs(ctx, 2, 1));
@@ -163,7 +196,11 @@ absl::Status ConvertMaxUnpool(ImportContext& ctx) {
       {"pads", IntsOr(ctx, "pads", 2 * spatial, 0)},
   };
   if (!ir::IsNone(args[2])) {
-    if (auto shape = ctx.SymbolicValue(args[2])) args[2] = ir::MakeShapeExpr(*shape);
+    if (auto shape = ctx.SymbolicValue(args[2])) {
+      args[2] = ir::MakeShapeExpr(*shape);
+    } else {
+      KILN_RETURN_IF_ERROR(BindUnpoolOutputShape(ctx, kernel, attrs, args));
+    }
   }
   return ctx.EmitOutput("max_unpool", args, attrs);
 }

@@ -1,5 +1,7 @@
 // ONNX operators that make tensors from shapes or scalars: Range, ConstantOfShape, EyeLike,
 // Trilu, OneHot.
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/frontend/onnx_tensor.h"
@@ -42,11 +44,62 @@ absl::Status BindRuntimeRangeOperands(ImportContext& ctx, std::vector<ir::Expr>&
   return absl::OkStatus();
 }
 
+bool IsOneValue(const ir::StructInfo& info) {
+  if (!info.is_tensor() || !info.shape) return false;
+  for (const PrimExpr& d : *info.shape) {
+    if (!d->is_const_int(1)) return false;
+  }
+  return true;
+}
+
+// The length of a float range given at run time, max(ceil((limit - start) / delta), 0), as a
+// fresh symbolic variable. It is a function of float values, which symbolic (integer)
+// expressions cannot state, so it is a count that ordinary ops compute in double, as the
+// reference does (interp/tensor_create.cc), and that host code reads once it exists
+// (ImportContext::BindRuntimeValues), as NonZero's count. A zero delta counts -1, which a
+// run-time check rejects; the length is capped so that its cast to i64 is defined.
+absl::StatusOr<PrimExpr> BindFloatRangeLength(ImportContext& ctx, std::vector<ir::Expr> args) {
+  const std::string name = ctx.node().output(0);
+  arith::DataType f64 = arith::DataType::Float(64);
+  for (ir::Expr& arg : args) {
+    if (arg->struct_info.dtype == f64) continue;
+    KILN_ASSIGN_OR_RETURN(arg, ctx.Emit("cast", {arg}, {{"to", f64.ToString()}}, name + "_f64"));
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Expr span,
+                        ctx.Emit("subtract", {args[1], args[0]}, {}, name + "_span"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr steps, ctx.Emit("divide", {span, args[2]}, {}, name + "_steps"));
+  KILN_ASSIGN_OR_RETURN(steps, ctx.Emit("ceil", {steps}, {}, name + "_steps"));
+  KILN_ASSIGN_OR_RETURN(steps,
+                        ctx.Emit("max", {steps, ScalarConstant(0, f64)}, {}, name + "_steps"));
+  KILN_ASSIGN_OR_RETURN(steps, ctx.Emit("min", {steps, ScalarConstant(std::ldexp(1.0, 62), f64)},
+                                        {}, name + "_steps"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr zero,
+                        ctx.Emit("equal", {args[2], ScalarConstant(0, f64)}, {}, name + "_zero"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr count, ctx.Emit("where", {zero, ScalarConstant(-1, f64), steps},
+                                                 {}, name + "_count"));
+  KILN_ASSIGN_OR_RETURN(
+      count,
+      ctx.Emit("cast", {count}, {{"to", arith::DataType::Int(64).ToString()}}, name + "_count"));
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> n, ctx.BindRuntimeValues(count, name + "_n"));
+  KILN_CHECK_EQ(n.size(), 1u) << "a count binds one value";
+  PrimExpr negative = arith::Binary(arith::ExprKind::kLT, n[0], arith::IntImm(0));
+  ctx.CheckAtRunTime(arith::Select(negative, arith::IntImm(1), arith::IntImm(0)), arith::IntImm(0),
+                     ctx.node().input(2) + "_nonzero");
+  return n[0];
+}
+
 absl::Status ConvertRange(ImportContext& ctx) {
   std::vector<ir::Expr> args;
   for (int i = 0; i < 3; ++i) {
     KILN_ASSIGN_OR_RETURN(ir::Expr v, ctx.Input(i));
     args.push_back(SymbolicScalar(ctx, v));
+  }
+  bool float_at_run_time = args[0]->struct_info.dtype.is_float();
+  for (const ir::Expr& arg : args) float_at_run_time &= IsOneValue(arg->struct_info);
+  if (float_at_run_time &&
+      !(ctx.ConstantValue(args[0]) && ctx.ConstantValue(args[1]) && ctx.ConstantValue(args[2]))) {
+    KILN_ASSIGN_OR_RETURN(PrimExpr n, BindFloatRangeLength(ctx, args));
+    args.push_back(ir::MakeShapeExpr({n}));
   }
   KILN_RETURN_IF_ERROR(BindRuntimeRangeOperands(ctx, args));
   KILN_ASSIGN_OR_RETURN(ir::Expr start, ctx.Input(0));

@@ -25,6 +25,20 @@ std::optional<int64_t> ConstantInt(const ir::ExprNode& call, size_t i) {
   return arg->data->GetInt(0);
 }
 
+// The scalar integer value of argument i when it is known: a constant, or a ShapeExpr of
+// one value (read at run time and bound to a symbolic variable by the importer).
+PrimExpr KnownInt(const ir::ExprNode& call, size_t i) {
+  if (std::optional<int64_t> v = ConstantInt(call, i)) return arith::IntImm(*v);
+  if (i >= call.args.size()) return nullptr;
+  const ir::Expr& arg = call.args[i];
+  if (arg->kind != ir::ExprKind::kShapeExpr || arg->values.size() != 1) return nullptr;
+  return arg->values[0];
+}
+
+bool IsNonPositive(const PrimExpr& v) {
+  return v->kind == arith::ExprKind::kIntImm && v->int_value <= 0;
+}
+
 absl::StatusOr<arith::DataType> DTypeAttr(const ir::ExprNode& call) {
   auto dtype = arith::DataType::Parse(GetStringAttr(call.attrs, "dtype", "f32"));
   if (!dtype.ok()) return OpError(call, std::string(dtype.status().message()));
@@ -48,12 +62,14 @@ absl::StatusOr<StructInfo> InferDet(const ir::ExprNode& call, const arith::Analy
   return StructInfo::Tensor({x.begin(), x.end() - 2}, info->dtype);
 }
 
-// Checks that every argument is an integer or float scalar (when its shape is known).
+// Checks that every argument is an integer or float scalar (when its shape is known), or a
+// ShapeExpr of one value.
 absl::Status CheckScalars(const ir::ExprNode& call, size_t count) {
   if (call.args.size() != count) {
     return OpError(call, absl::StrCat("expects ", count, " arguments"));
   }
   for (size_t i = 0; i < count; ++i) {
+    if (KnownInt(call, i) && call.args[i]->kind == ir::ExprKind::kShapeExpr) continue;
     KILN_ASSIGN_OR_RETURN(const StructInfo* info, TensorArg(call, i));
     if (info->ndim > 0 && !(info->ndim == 1 && info->shape && (*info->shape)[0]->is_const_int(1))) {
       return OpError(call, absl::StrCat("argument ", i, " must be a scalar"));
@@ -101,22 +117,18 @@ absl::StatusOr<StructInfo> InferSTFT(const ir::ExprNode& call, const arith::Anal
   if (!signal->dtype.is_float()) return OpError(call, "signal must be a float tensor");
   if (signal->ndim >= 0 && signal->ndim != 3) return OpError(call, "signal must be 3-D");
   StructInfo unknown = StructInfo::TensorRank(4, signal->dtype);
-  std::optional<int64_t> step = ConstantInt(call, 1);
-  std::optional<PrimExpr> length;
-  if (std::optional<int64_t> l = ConstantInt(call, 3)) length = arith::IntImm(*l);
+  PrimExpr step = KnownInt(call, 1), length = KnownInt(call, 3);
   const StructInfo& window = call.args[2]->struct_info;
   if (!length && !ir::IsNone(call.args[2]) && window.shape && window.ndim == 1) {
     length = (*window.shape)[0];
   }
   if (!signal->shape || !step || !length) return unknown;
-  if (*step <= 0) return OpError(call, "frame_step must be positive");
+  if (IsNonPositive(step)) return OpError(call, "frame_step must be positive");
   const std::vector<PrimExpr>& s = *signal->shape;
-  PrimExpr frames =
-      an.Simplify(arith::FloorDiv(s[1] - *length, arith::IntImm(*step)) + arith::IntImm(1));
+  PrimExpr frames = an.Simplify(arith::FloorDiv(s[1] - length, step) + arith::IntImm(1));
   bool onesided = GetIntAttr(call.attrs, "onesided", 1) != 0;
-  PrimExpr bins = onesided
-                      ? an.Simplify(arith::FloorDiv(*length, arith::IntImm(2)) + arith::IntImm(1))
-                      : *length;
+  PrimExpr bins =
+      onesided ? an.Simplify(arith::FloorDiv(length, arith::IntImm(2)) + arith::IntImm(1)) : length;
   return StructInfo::Tensor({s[0], frames, bins, arith::IntImm(2)}, signal->dtype);
 }
 
@@ -136,12 +148,19 @@ absl::StatusOr<StructInfo> InferWindow(const ir::ExprNode& call, const arith::An
   return StructInfo::Tensor({arith::IntImm(*size)}, dtype);
 }
 
-absl::StatusOr<StructInfo> InferMelWeightMatrix(const ir::ExprNode& call, const arith::Analyzer&) {
+// num_mel_bins and dft_length may be ShapeExprs of one value (bound by the importer).
+absl::StatusOr<StructInfo> InferMelWeightMatrix(const ir::ExprNode& call,
+                                                const arith::Analyzer& an) {
   KILN_RETURN_IF_ERROR(CheckScalars(call, 5));
   KILN_ASSIGN_OR_RETURN(arith::DataType dtype, DTypeAttr(call));
-  std::optional<int64_t> bins = ConstantInt(call, 0), dft_length = ConstantInt(call, 1);
+  PrimExpr bins = KnownInt(call, 0), dft_length = KnownInt(call, 1);
   if (!bins || !dft_length) return StructInfo::TensorRank(2, dtype);
-  return StructInfo::Tensor({arith::IntImm(*dft_length / 2 + 1), arith::IntImm(*bins)}, dtype);
+  if (IsNonPositive(bins) || IsNonPositive(dft_length)) {
+    return OpError(call, "num_mel_bins and dft_length must be positive");
+  }
+  PrimExpr spectrogram_bins =
+      an.Simplify(arith::FloorDiv(dft_length, arith::IntImm(2)) + arith::IntImm(1));
+  return StructInfo::Tensor({spectrogram_bins, bins}, dtype);
 }
 
 }  // namespace

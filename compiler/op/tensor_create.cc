@@ -97,9 +97,20 @@ PrimExpr RuntimeRangeLength(const PrimExpr& start, const PrimExpr& limit, const 
   return arith::Max(n, arith::IntImm(0));
 }
 
+// range(start, limit, delta, Shape([n])): a float range whose length n, a count computed at
+// run time, the importer bound (frontend/onnx_tensor_ops_create.cc).
 absl::StatusOr<StructInfo> InferRange(const ir::ExprNode& call, const arith::Analyzer& an) {
-  if (call.args.size() != 3) return OpError(call, "expects start, limit and delta");
+  if (call.args.size() != 3 && call.args.size() != 4) {
+    return OpError(call, "expects start, limit, delta and optionally the length");
+  }
   KILN_ASSIGN_OR_RETURN(DataType dtype, DTypeAttr(call, "dtype"));
+  if (call.args.size() == 4) {
+    const ir::Expr& length = call.args[3];
+    if (length->kind != ir::ExprKind::kShapeExpr || length->values.size() != 1) {
+      return OpError(call, "the length must be a ShapeExpr of one value");
+    }
+    return StructInfo::Tensor({length->values[0]}, dtype);
+  }
   bool all_constant = true;
   for (const ir::Expr& arg : call.args) all_constant &= arg->kind == ir::ExprKind::kConstant;
   if (all_constant) {

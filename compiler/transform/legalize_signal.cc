@@ -1,4 +1,5 @@
-// Linear-algebra and signal operators: det and dft, as interp/reduce_signal.cc defines them.
+// Linear-algebra and signal operators: det, dft, stft and mel_weight_matrix, as
+// interp/reduce_signal.cc defines them.
 // Both compute in double like the reference, so that compiled and reference results agree
 // to the last few bits rather than to float precision.
 #include <cmath>
@@ -214,11 +215,131 @@ absl::StatusOr<Stmt> DftBody(const KernelContext& k) {
   });
 }
 
+// ---- stft ------------------------------------------------------------------------------
+
+// A frame size operand: a constant or the value the importer bound (ShapeExpr).
+absl::StatusOr<PrimExpr> FrameOperand(const KernelContext& k, size_t i, const std::string& what) {
+  auto v = IntsOperand(k.call, i);
+  if (!v || v->size() != 1) return NotConstant(k.call, i, what);
+  return (*v)[0];
+}
+
+// out[b, f, m, (re, im)] = sum_{t < frame} w[t] x[b, f * step + t] e^(-2 pi i m t / frame):
+// the reference's naive transform of each windowed frame, m*t reduced mod frame first, in a
+// two-element local buffer as dft.
+absl::StatusOr<Stmt> StftBody(const KernelContext& k) {
+  const Buffer& x = k.inputs[0];
+  if (x->shape.size() != 3) return absl::InvalidArgumentError("op stft: signal must be 3-D");
+  KILN_ASSIGN_OR_RETURN(PrimExpr step, FrameOperand(k, 1, "frame_step"));
+  const Buffer* window = OptionalInput(k, 2);
+  PrimExpr frame;
+  if (k.call.args.size() > 3 && !ir::IsNone(k.call.args[3])) {
+    KILN_ASSIGN_OR_RETURN(frame, FrameOperand(k, 3, "frame_length"));
+  } else if (window && (*window)->shape.size() == 1) {
+    frame = (*window)->shape[0];
+  } else {
+    return absl::InvalidArgumentError("op stft: needs frame_length or a 1-D window");
+  }
+  bool complex_input = x->shape[2]->is_const_int(2);
+  PrimExpr frame_f = CastIfNeeded(kF64, frame);
+  std::vector<PrimExpr> positions(k.out->shape.begin(), k.out->shape.end() - 1);
+  Buffer acc = arith::MakeBuffer("acc", kF64, {I(2)});
+  auto sum = [&](int64_t part) { return arith::Load(acc, {I(part)}); };
+  return LoopNest(positions, "i", [&](const Indices& idx) {
+    Stmt accumulate = Loop("t", frame, [&](PrimExpr t) {
+      Indices at = {idx[0], idx[1] * step + t, I(0)};
+      PrimExpr w = window ? CastIfNeeded(kF64, arith::Load(*window, {t})) : nullptr;
+      PrimExpr re = CastIfNeeded(kF64, arith::Load(x, at));
+      at.back() = I(1);
+      PrimExpr im = complex_input ? CastIfNeeded(kF64, arith::Load(x, at)) : nullptr;
+      if (w) {
+        re = w * re;
+        if (im) im = w * im;
+      }
+      PrimExpr angle_value = Div(
+          DoubleImm(-2 * M_PI) * arith::Cast(kF64, arith::FloorMod(idx[2] * t, frame)), frame_f);
+      PrimExpr angle = arith::MakeVar("angle", kF64);
+      PrimExpr c = arith::Call(kF64, "cos", {angle}), s = arith::Call(kF64, "sin", {angle});
+      PrimExpr real = im ? re * c - im * s : re * c;
+      PrimExpr imag = im ? re * s + im * c : re * s;
+      return ir::Let(
+          angle, angle_value,
+          ir::Seq({ir::Store(acc, {I(0)}, sum(0) + real), ir::Store(acc, {I(1)}, sum(1) + imag)}));
+    });
+    std::vector<Stmt> body = {ir::Store(acc, {I(0)}, DoubleImm(0)),
+                              ir::Store(acc, {I(1)}, DoubleImm(0)), accumulate};
+    for (int64_t part = 0; part < 2; ++part) {
+      Indices at = idx;
+      at.push_back(I(part));
+      body.push_back(ir::Store(k.out, at, CastIfNeeded(k.out->dtype, sum(part))));
+    }
+    return ir::Allocate(acc, ir::Seq(body));
+  });
+}
+
+// ---- mel_weight_matrix -----------------------------------------------------------------
+
+// out[j, i]: triangular filter i at spectrogram bin j, with the reference's band edges
+// (float32 mel values, then double; interp/reduce_signal.cc). Each element is independent:
+// the rising side on [left, center] (1 at center when left == center), overwritten by the
+// falling side on [center, right). Edges outside the output touch nothing here, where the
+// reference reports them.
+absl::StatusOr<Stmt> MelWeightMatrixBody(const KernelContext& k) {
+  const DataType f32 = DataType::Float(32), i64 = DataType::Int(64);
+  PrimExpr bins = CastIfNeeded(i64, ScalarOperand(k, 0));
+  PrimExpr dft_length = CastIfNeeded(i64, ScalarOperand(k, 1));
+  PrimExpr rate = CastIfNeeded(i64, ScalarOperand(k, 2));
+  auto f32_imm = [&](double v) { return arith::FloatImm(v, f32); };
+  // 2595 log10(1 + hz / 700) in float32; log10 is rounded once from double.
+  auto mel = [&](PrimExpr hz) {
+    PrimExpr ratio = CastIfNeeded(kF64, f32_imm(1) + Div(CastIfNeeded(f32, hz), f32_imm(700)));
+    PrimExpr log10 = Div(arith::Call(kF64, "log", {ratio}), DoubleImm(std::log(10.0)));
+    return f32_imm(2595) * arith::Cast(f32, log10);
+  };
+  PrimExpr low_var = arith::MakeVar("low", f32), step_var = arith::MakeVar("step", f32);
+  PrimExpr high = mel(ScalarOperand(k, 4));
+  PrimExpr step = Div(high - low_var, arith::Cast(f32, bins + I(2)));
+  auto edge = [&](PrimExpr e) {
+    PrimExpr exponent =
+        Div(arith::Cast(kF64, e) * arith::Cast(kF64, step_var) + arith::Cast(kF64, low_var),
+            DoubleImm(2595));
+    PrimExpr hz =
+        DoubleImm(700) * (arith::Call(kF64, "pow", {DoubleImm(10), exponent}) - DoubleImm(1));
+    PrimExpr scaled = Div(arith::Cast(kF64, dft_length + I(1)) * hz, arith::Cast(kF64, rate));
+    return arith::Cast(i64, arith::Call(kF64, "floor", {scaled}));
+  };
+  return LoopNest(k.out->shape, "e", [&](const Indices& idx) {
+    PrimExpr j = idx[0], i = idx[1];
+    PrimExpr left = arith::MakeVar("left", i64), center = arith::MakeVar("center", i64),
+             right = arith::MakeVar("right", i64);
+    auto ratio = [](PrimExpr num, PrimExpr den) {
+      return Div(arith::Cast(kF64, num), arith::Cast(kF64, den));
+    };
+    PrimExpr rising =
+        arith::Select(Cmp(ExprKind::kEQ, center, left),
+                      arith::Select(Cmp(ExprKind::kEQ, j, center), DoubleImm(1), DoubleImm(0)),
+                      arith::Select(arith::Binary(ExprKind::kAnd, Cmp(ExprKind::kLE, left, j),
+                                                  Cmp(ExprKind::kLE, j, center)),
+                                    ratio(j - left, center - left), DoubleImm(0)));
+    PrimExpr value = arith::Select(
+        arith::Binary(ExprKind::kAnd, Cmp(ExprKind::kLE, center, j), Cmp(ExprKind::kLT, j, right)),
+        ratio(right - j, right - center), rising);
+    Stmt store = ir::Store(k.out, idx, CastIfNeeded(k.out->dtype, value));
+    store = ir::Let(right, edge(i + I(2)), store);
+    store = ir::Let(center, edge(i + I(1)), store);
+    store = ir::Let(left, edge(i), store);
+    store = ir::Let(step_var, step, store);
+    return ir::Let(low_var, mel(ScalarOperand(k, 3)), store);
+  });
+}
+
 }  // namespace
 
 void RegisterSignalKernelBuilders(KernelBuilderTable& table) {
   table["det"] = DetBody;
   table["dft"] = DftBody;
+  table["stft"] = StftBody;
+  table["mel_weight_matrix"] = MelWeightMatrixBody;
 }
 
 }  // namespace kiln::transform
