@@ -1,5 +1,7 @@
 // ONNX image and index operators: Resize, GridSample, RoiAlign, NonMaxSuppression, TopK...
 // Every Kiln op gets all its attributes explicitly, with the defaults of the model's opset.
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/frontend/import_context.h"
@@ -173,14 +175,55 @@ absl::Status ConvertRoiAlign(ImportContext& ctx) {
                          {"coordinate_transformation_mode", transform}});
 }
 
+// Field i of a tuple-valued binding, bound to its own variable.
+absl::StatusOr<ir::Expr> Field(ImportContext& ctx, const ir::Expr& tuple, int i,
+                               const std::string& name) {
+  return ctx.Bind(ir::MakeTupleGetItem(tuple, i), name);
+}
+
+// The first `count` entries along `axis` of a result sized for the worst case.
+absl::StatusOr<ir::Expr> TakeFirst(ImportContext& ctx, const ir::Expr& scratch, int64_t axis,
+                                   const PrimExpr& count, const std::string& name) {
+  return ctx.Emit("slice",
+                  {scratch, IntsConstant({0}), ir::MakeShapeExpr({count}), IntsConstant({axis}),
+                   IntsConstant({1})},
+                  {}, name);
+}
+
+// How many boxes are selected depends on the data (Relax's data-dependent shapes, as for
+// NonZero): non_max_suppression_select writes the selected rows into a buffer sized for the
+// worst case (every box of every class) with their count, host code binds the count to a fresh
+// variable, and the output is the first `count` rows. Boxes or scores of unknown shape keep
+// the reference-only op.
 absl::Status ConvertNonMaxSuppression(ImportContext& ctx) {
   std::vector<ir::Expr> args;
   for (int i = 0; i < 5; ++i) {
     KILN_ASSIGN_OR_RETURN(ir::Expr v, i < 2 ? ctx.Input(i) : ctx.OptionalInput(i));
     args.push_back(v);
   }
-  return ctx.EmitOutput("non_max_suppression", std::move(args),
-                        {{"center_point_box", ctx.IntAttr("center_point_box", 0)}});
+  ir::Attrs attrs = {{"center_point_box", ctx.IntAttr("center_point_box", 0)}};
+  const ir::StructInfo &boxes = args[0]->struct_info, &scores = args[1]->struct_info;
+  if (!boxes.shape || !scores.shape || boxes.ndim != 3 || scores.ndim != 3) {
+    return ctx.EmitOutput("non_max_suppression", std::move(args), std::move(attrs));
+  }
+  const std::string name = ctx.node().output(0);
+  const auto &b = *boxes.shape, &s = *scores.shape;
+  // Op inference rejects dims that differ at compile time; host code checks the others.
+  std::vector<std::pair<PrimExpr, PrimExpr>> same = {
+      {b[2], arith::IntImm(4)}, {s[0], b[0]}, {s[2], b[1]}};
+  for (const auto& [actual, expected] : same) {
+    if (!ctx.analyzer().ProveEqual(actual, expected)) {
+      ctx.CheckAtRunTime(actual, expected, name + "_box_dims");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Expr selected, ctx.Emit("non_max_suppression_select", std::move(args),
+                                                    std::move(attrs), name + "_select"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr rows, Field(ctx, selected, 0, name + "_rows"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr count, Field(ctx, selected, 1, name + "_count"));
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> n, ctx.BindRuntimeValues(count, name + "_n"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr out, TakeFirst(ctx, rows, 0, n[0], name));
+  ctx.SetOutput(0, out);
+  return absl::OkStatus();
 }
 
 // Before opset 10, k was an attribute.
@@ -241,8 +284,27 @@ absl::Status ConvertUnique(ImportContext& ctx) {
         x, ctx.Emit("reshape", {x, ir::MakeShapeExpr({ctx.analyzer().Simplify(size)})}, {},
                     ctx.node().output(0) + "_flat"));
   }
-  return ctx.EmitTupleOutputs("unique", {x},
-                              {{"axis", axis}, {"sorted", ctx.IntAttr("sorted", 1)}});
+  ir::Attrs attrs = {{"axis", axis}, {"sorted", ctx.IntAttr("sorted", 1)}};
+  if (!x->struct_info.shape) return ctx.EmitTupleOutputs("unique", {x}, std::move(attrs));
+  // As NonMaxSuppression: unique_select fills results sized for the worst case (one entry
+  // per slice) and counts the distinct slices; the outputs are the first `count` entries,
+  // except inverse_indices, which has one entry per slice anyway.
+  const std::string name = ctx.node().output(0);
+  KILN_ASSIGN_OR_RETURN(ir::Expr selected,
+                        ctx.Emit("unique_select", {x}, std::move(attrs), name + "_select"));
+  KILN_ASSIGN_OR_RETURN(ir::Expr count, Field(ctx, selected, 4, name + "_count"));
+  KILN_ASSIGN_OR_RETURN(std::vector<PrimExpr> n, ctx.BindRuntimeValues(count, name + "_n"));
+  for (int i = 0; i < 4 && i < ctx.num_outputs(); ++i) {
+    if (!ctx.HasOutput(i)) continue;
+    const std::string& out_name = ctx.node().output(i);
+    KILN_ASSIGN_OR_RETURN(ir::Expr field,
+                          Field(ctx, selected, i, i == 2 ? out_name : out_name + "_all"));
+    if (i != 2) {
+      KILN_ASSIGN_OR_RETURN(field, TakeFirst(ctx, field, i == 0 ? axis : 0, n[0], out_name));
+    }
+    ctx.SetOutput(i, field);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ConvertTfIdfVectorizer(ImportContext& ctx) {

@@ -109,6 +109,22 @@ absl::StatusOr<Value> NonMaxSuppression(const ir::ExprNode& call, const std::vec
   return Value(std::move(out));
 }
 
+// non_max_suppression_select -> (rows [batch * classes * boxes, 3], count): the selected rows
+// first, zeros after them: the worst-case sized form that compiled code fills before the
+// count binds the exact size.
+absl::StatusOr<Value> NonMaxSuppressionSelect(const ir::ExprNode& call,
+                                              const std::vector<Value>& args) {
+  KILN_ASSIGN_OR_RETURN(Value selected, NonMaxSuppression(call, args));
+  const NDArray& rows = selected.tensor();
+  const Shape& bs = args[0].tensor().shape;
+  const Shape& ss = args[1].tensor().shape;
+  NDArray out = NDArray::Zeros(DataType::Int(64), {bs[0] * ss[1] * bs[1], 3});
+  std::copy(rows.data<int64_t>(), rows.data<int64_t>() + rows.num_elements(), out.data<int64_t>());
+  NDArray n = NDArray::Zeros(DataType::Int(64), {});
+  n.data<int64_t>()[0] = rows.shape[0];
+  return Value::Tuple({Value(std::move(out)), Value(std::move(n))});
+}
+
 // ---- tf_idf_vectorizer -----------------------------------------------------------------
 
 struct NgramTable {
@@ -191,6 +207,7 @@ absl::StatusOr<Value> TfIdfVectorizer(const ir::ExprNode& call, const std::vecto
 
 void RegisterImageBoxKernels(KernelTable& table) {
   table["non_max_suppression"] = NonMaxSuppression;
+  table["non_max_suppression_select"] = NonMaxSuppressionSelect;
   table["tf_idf_vectorizer"] = TfIdfVectorizer;
 }
 

@@ -238,6 +238,35 @@ absl::StatusOr<Value> Unique(const ir::ExprNode& call, const std::vector<Value>&
                        Value(std::move(counts))});
 }
 
+// unique_select(x) along `axis` -> unique's four results with y, indices and counts padded to
+// one entry per slice of x (zeros past the distinct ones), and their number: the worst-case
+// sized form that compiled code fills before the count binds the exact size.
+absl::StatusOr<Value> UniqueSelect(const ir::ExprNode& call, const std::vector<Value>& args) {
+  KILN_ASSIGN_OR_RETURN(Value result, Unique(call, args));
+  const NDArray& x = args[0].tensor();
+  KILN_ASSIGN_OR_RETURN(int64_t axis, AxisAttr(call, x, 0));
+  const NDArray& y = result.fields()[0].tensor();
+  int64_t count = x.shape[axis], u = y.shape[axis];
+  int64_t inner = Strides(x.shape)[axis],
+          outer = count * inner == 0 ? 0 : x.num_elements() / (count * inner);
+  NDArray padded_y = NDArray::Zeros(x.dtype, x.shape);
+  Slices from{&y, u, inner, outer}, to{&padded_y, count, inner, outer};
+  for (int64_t g = 0; g < u; ++g) {
+    for (int64_t e = 0; e < outer * inner; ++e) {
+      CopyElement(y, from.Offset(g, e), padded_y, to.Offset(g, e));
+    }
+  }
+  auto pad = [&](const NDArray& a) {
+    NDArray out = NDArray::Zeros(kI64, {count});
+    std::copy(a.data<int64_t>(), a.data<int64_t>() + u, out.data<int64_t>());
+    return Value(std::move(out));
+  };
+  NDArray n = NDArray::Zeros(kI64, {});
+  n.data<int64_t>()[0] = u;
+  return Value::Tuple({Value(std::move(padded_y)), pad(result.fields()[1].tensor()),
+                       result.fields()[2], pad(result.fields()[3].tensor()), Value(std::move(n))});
+}
+
 }  // namespace
 
 void RegisterImageIndexKernels(KernelTable& table) {
@@ -251,6 +280,7 @@ void RegisterImageIndexKernels(KernelTable& table) {
   table["cum_sum"] = CumSum;
   table["reverse_sequence"] = ReverseSequence;
   table["unique"] = Unique;
+  table["unique_select"] = UniqueSelect;
   RegisterImageBoxKernels(table);
 }
 

@@ -1,6 +1,7 @@
 // Index operators of the image family: sorting and searching (top_k, arg_max, arg_min,
 // unique), scans (cum_sum, reverse_sequence), box selection and n-gram counting. Outputs
-// whose size depends on the data (unique, non_max_suppression) keep their rank only.
+// whose size depends on the data (unique, non_max_suppression) keep their rank only; their
+// _select forms have worst-case sizes and a count, which the importer binds.
 #include "compiler/op/image_index.h"
 
 #include <algorithm>
@@ -116,6 +117,22 @@ absl::StatusOr<StructInfo> InferUnique(const ir::ExprNode& call, const arith::An
                             StructInfo::TensorRank(1, kI64)});
 }
 
+// unique_select(x) {axis, sorted} -> (y, indices, inverse_indices, counts, count): unique's
+// results sized for the worst case, one entry per slice of x, and the number of distinct
+// slices (i64 scalar). The first `count` entries are unique's; the importer binds the count
+// and slices them off.
+absl::StatusOr<StructInfo> InferUniqueSelect(const ir::ExprNode& call, const arith::Analyzer&) {
+  if (call.args.size() != 1) return OpError(call, "expects 1 argument");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* x, TensorArg(call, 0));
+  if (!x->shape) return OpError(call, "needs an input of known rank and shape");
+  if (x->ndim == 0) return OpError(call, "input must have rank >= 1");
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), x->ndim));
+  StructInfo per_slice = StructInfo::Tensor({(*x->shape)[axis]}, kI64);
+  return StructInfo::Tuple({StructInfo::Tensor(*x->shape, x->dtype), per_slice, per_slice,
+                            per_slice, StructInfo::Tensor({}, kI64)});
+}
+
 // non_max_suppression(boxes, scores, max_output, iou_threshold, score_threshold) ->
 // [selected, 3] rows of (batch, class, box); how many are selected depends on the data.
 absl::StatusOr<StructInfo> InferNonMaxSuppression(const ir::ExprNode& call,
@@ -127,6 +144,33 @@ absl::StatusOr<StructInfo> InferNonMaxSuppression(const ir::ExprNode& call,
     return OpError(call, "boxes must be [batch, boxes, 4] and scores [batch, classes, boxes]");
   }
   return StructInfo::TensorRank(2, kI64);
+}
+
+// non_max_suppression_select(boxes, scores, max_output, iou_threshold, score_threshold) ->
+// (rows [batch * classes * boxes, 3], count): non_max_suppression's rows sized for the worst
+// case, the selected ones first, and how many were selected (i64 scalar).
+absl::StatusOr<StructInfo> InferNonMaxSuppressionSelect(const ir::ExprNode& call,
+                                                        const arith::Analyzer& an) {
+  if (call.args.size() != 5) return OpError(call, "expects 5 arguments");
+  KILN_ASSIGN_OR_RETURN(const StructInfo* boxes, TensorArg(call, 0));
+  KILN_ASSIGN_OR_RETURN(const StructInfo* scores, TensorArg(call, 1));
+  if (!boxes->shape || !scores->shape || boxes->ndim != 3 || scores->ndim != 3) {
+    return OpError(call, "boxes must be [batch, boxes, 4] and scores [batch, classes, boxes]");
+  }
+  // Dims that only the run time knows are checked there (the importer's CheckAtRunTime).
+  const auto &b = *boxes->shape, &s = *scores->shape;
+  auto differ = [&](const PrimExpr& x, const PrimExpr& y) {
+    return x->kind == arith::ExprKind::kIntImm && y->kind == arith::ExprKind::kIntImm &&
+           x->int_value != y->int_value;
+  };
+  if (differ(b[2], arith::IntImm(4)) || differ(b[0], s[0]) || differ(b[1], s[2])) {
+    return OpError(
+        call, absl::StrCat("boxes ", ir::ToString(*boxes), " and scores ", ir::ToString(*scores),
+                           " must be [batch, boxes, 4] and [batch, classes, boxes]"));
+  }
+  PrimExpr rows = an.Simplify(b[0] * s[1] * b[1]);
+  return StructInfo::Tuple(
+      {StructInfo::Tensor({rows, arith::IntImm(3)}, kI64), StructInfo::Tensor({}, kI64)});
 }
 
 // tf_idf_vectorizer(x [C] or [N, C]) -> f32 [max(ngram_indexes) + 1] or [N, that].
@@ -158,6 +202,8 @@ std::vector<OpDef> ImageIndexOps() {
       {"reverse_sequence", InferReverseSequence},
       {"unique", InferUnique},
       {"non_max_suppression", InferNonMaxSuppression},
+      {"unique_select", InferUniqueSelect},
+      {"non_max_suppression_select", InferNonMaxSuppressionSelect},
       {"tf_idf_vectorizer", InferTfIdfVectorizer},
   };
 }

@@ -105,9 +105,13 @@ KernelBuilder WithCount(size_t count_arg, KernelBuilder body) {
 
 }  // namespace
 
+// unique_select and non_max_suppression_select: legalize_unique_nms.cc.
+void RegisterUniqueNmsKernelBuilders(KernelBuilderTable& table);
+
 void RegisterDataDependentKernelBuilders(KernelBuilderTable& table) {
   table["non_zero"] = WithCount(1, NonZeroBody);
   table["compress"] = WithCount(2, CompressBody);
+  RegisterUniqueNmsKernelBuilders(table);
 }
 
 }  // namespace kiln::transform
