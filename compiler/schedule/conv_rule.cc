@@ -24,6 +24,7 @@
 
 #include "compiler/arith/analyzer.h"
 #include "compiler/ir/stmt_functor.h"
+#include "compiler/schedule/rules.h"
 #include "compiler/schedule/schedule_util.h"
 
 namespace kiln::schedule {
@@ -38,10 +39,6 @@ using ir::Stmt;
 using ir::StmtKind;
 using ir::StmtNode;
 
-// Pointwise convolutions over more input channels than this take the tiler: its per-tile
-// epilogue (element stores) is then small next to the reduction, and it packs the weights,
-// which the pointwise form reads in place once per tile of positions.
-constexpr int64_t kMaxPointwiseChannels = 64;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -421,47 +418,68 @@ class ConvTiler {
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
 };
 
-// The form for pointwise convolutions (1x1, stride 1, no padding, one group): a matrix
-// product out[n, :, plane] = w[:, :] @ x[n, :, plane] over the flattened (H, W) plane, with
-// positions in the vector lanes, so the epilogue stores whole vectors to the NCHW output (the
-// tiler's channels-in-lanes tile stores element by element, which costs more than a short
-// reduction over few input channels):
-//
-//   for n
-//     for pt (tiles of L positions of the plane, parallel)
-//       for mb (blocks of R output channels)
-//         acc[R][L] = 0
-//         for c: acc[i][l] += w[m(i), c, 0, 0] * x[n, c, p(l)]   (R x L, unrolled)
-//         epilogue(acc[i][l]) stored to out[n, m, p] (m < M, p < H * W)
+// Pointwise convolutions (1x1, stride 1, no padding, one group) are matrix products,
+// out[n, :, plane] = w[:, :] @ x[n, :, plane] over the flattened (H, W) plane, and take the
+// matmul rule: output channels are its rows, positions its columns, input channels its
+// reduction; the epilogue stores whole vectors of positions.
 //
 // Buffers are dense and row-major, so index [n, c, 0, p] with p < H * W addresses position
 // p of the plane (row p / W, column p % W): x, out and every epilogue operand indexed by
-// (oh, ow) share the plane's shape, which the rule proves. Each output element sums over c in
-// order, as the interpreter does. Only for few input channels (kMaxPointwiseChannels).
+// (oh, ow) share the plane's shape, which the rule proves.
 class PointwiseConv {
  public:
-  PointwiseConv(const Conv& conv, const ir::Target& target)
-      : conv_(conv),
-        lanes_(2 * std::max(4, target.vector_bits / 32)),
-        rows_(target.vector_bits >= 512 ? 14 : 6) {}
+  explicit PointwiseConv(const Conv& conv) : conv_(conv) {}
 
-  std::optional<Stmt> Build() {
-    if (conv_.taps_h != 1 || conv_.taps_w != 1 || conv_.cg > kMaxPointwiseChannels) return {};
-    if (!SamePlane()) return {};
-    if (!AlwaysInside(conv_.row_ok) || !AlwaysInside(conv_.col_ok)) return {};
-    Stmt blocks = Loop(mb_, CeilDiv(conv_.channels, rows_), ForKind::kSerial, Tile());
-    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
-                Loop(pt_, CeilDiv(Plane(), lanes_), ForKind::kParallel, blocks));
+  // The conv as a matmul over the flattened plane, for one group and an epilogue that
+  // stores to one output: C[n, m, 0, p] = sum_c w[m, c, 0, 0] * x[n, c, 0, p], where the
+  // epilogue's first store reads the sum.
+  std::optional<Matmul> AsMatmul() const {
+    const PrimExpr& in_channels = conv_.x->shape[1];  // one group: the conv reads them all
+    if (!IsPointwise() || !in_channels->is_const_int(conv_.cg) || conv_.epilogue.empty()) {
+      return {};
+    }
+    const Buffer& out = conv_.epilogue[0]->buffer;
+    for (size_t s = 0; s < conv_.epilogue.size(); ++s) {
+      if (conv_.epilogue[s]->buffer != out || (s > 0 && ReadsAcc(conv_.epilogue[s]->value))) {
+        return {};
+      }
+    }
+    PrimExpr p = arith::MakeVar("p");
+    Matmul m{.batch = {{conv_.n, conv_.batch}},
+             .i = {conv_.m, conv_.channels},
+             .j = {p, Plane()},
+             .k = conv_.c,
+             .depth = I(conv_.cg),
+             .c = out,
+             .c_flat_dims = 1,
+             .a_load = arith::Load(conv_.w, {conv_.m, conv_.c, I(0), I(0)}),
+             .b_load = arith::Load(conv_.x, {conv_.n, conv_.c, I(0), p})};
+    std::vector<PrimExpr> at = {conv_.n, conv_.m, I(0), p};
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(out, at));
+    for (const Stmt& s : conv_.epilogue) {
+      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& e) -> PrimExpr {
+        if (e->kind == ExprKind::kLoad && e->buffer == conv_.acc) return sum;
+        return nullptr;
+      });
+      m.epilogue.push_back(ir::Store(out, at, Replace(value, {conv_.oh, conv_.ow}, {I(0), p})));
+    }
+    return m;
   }
 
  private:
   PrimExpr Plane() const { return conv_.height * conv_.width; }
-  PrimExpr M() const { return conv_.channels; }
-  PrimExpr Oc() const { return mb_ * I(rows_) + row_; }
-  // Position of lane l in a whole tile (the last one moved back) or a clamped one.
-  PrimExpr Position(bool full) const {
-    if (!full) return pt_ * I(lanes_) + lane_;
-    return arith::Min(pt_ * I(lanes_), Plane() - I(lanes_)) + lane_;
+
+  bool IsPointwise() const {
+    return conv_.taps_h == 1 && conv_.taps_w == 1 && SamePlane() && AlwaysInside(conv_.row_ok) &&
+           AlwaysInside(conv_.col_ok);
+  }
+
+  bool ReadsAcc(const PrimExpr& value) const {
+    bool reads = false;
+    ir::VisitExprs(value, [&](const PrimExpr& e) {
+      reads = reads || (e->kind == ExprKind::kLoad && e->buffer == conv_.acc);
+    });
+    return reads;
   }
 
   // x[n, c, oh, ow] is read at the output's own position, x's plane is the output's, and so
@@ -510,59 +528,7 @@ class PointwiseConv {
     return true;
   }
 
-  // for row (unrolled), lane (vectorized): body
-  Stmt OverTile(Stmt body) const {
-    return Loop(row_, I(rows_), ForKind::kUnrolled,
-                Loop(lane_, I(lanes_), ForKind::kVectorized, std::move(body)));
-  }
-
-  Stmt Reduce(bool full) const {
-    PrimExpr p = full ? Position(true) : arith::Min(Position(false), Plane() - I(1));
-    PrimExpr x = arith::Load(conv_.x, {conv_.n, c_, I(0), p});
-    PrimExpr w = arith::Load(conv_.w, {arith::Min(Oc(), M() - I(1)), c_, I(0), I(0)});
-    PrimExpr acc = arith::Load(acc_, {row_, lane_});
-    return Loop(c_, I(conv_.cg), ForKind::kSerial,
-                OverTile(ir::Store(acc_, {row_, lane_}, acc + x * w)));
-  }
-
-  // The kernel's epilogue at (n, oc, p), reading the finished sum from acc.
-  Stmt Epilogue(bool full) const {
-    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, {row_, lane_}));
-    std::vector<PrimExpr> from = {conv_.m, conv_.oh, conv_.ow};
-    std::vector<PrimExpr> to = {Oc(), I(0), Position(full)};
-    std::vector<Stmt> stores;
-    for (const Stmt& s : conv_.epilogue) {
-      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& e) -> PrimExpr {
-        if (e->kind == ExprKind::kLoad && e->buffer == conv_.acc) return sum;
-        return nullptr;
-      });
-      std::vector<PrimExpr> at;
-      for (const PrimExpr& i : s->indices) at.push_back(Replace(i, from, to));
-      stores.push_back(ir::Store(s->buffer, at, Replace(value, from, to)));
-    }
-    Stmt store = ir::Seq(stores);
-    if (!full) store = ir::IfThenElse(Lt(Position(false), Plane()), store);
-    return Loop(row_, I(rows_), ForKind::kUnrolled,
-                ir::IfThenElse(Lt(Oc(), M()), Loop(lane_, I(lanes_), ForKind::kVectorized, store)));
-  }
-
-  // A plane of at least one tile never runs a partial tile: the last one moves back to end
-  // at the plane's end, recomputing a few positions (the same values again), so every tile
-  // reads whole vectors. A smaller plane clamps its positions.
-  Stmt Tile() const {
-    Stmt zero = OverTile(ir::Store(acc_, {row_, lane_}, arith::FloatImm(0)));
-    Stmt body = ir::IfThenElse(Le(I(lanes_), Plane()), ir::Seq({Reduce(true), Epilogue(true)}),
-                               ir::Seq({Reduce(false), Epilogue(false)}));
-    return ir::Allocate(acc_, ir::Seq({zero, body}));
-  }
-
   const Conv& conv_;
-  const int64_t lanes_;  // L: positions per tile, two vectors of f32
-  const int64_t rows_;   // R: output channels per tile
-  PrimExpr pt_ = arith::MakeVar("pt"), mb_ = arith::MakeVar("mb");
-  PrimExpr row_ = arith::MakeVar("row"), lane_ = arith::MakeVar("lane");
-  PrimExpr c_ = arith::MakeVar("rc");
-  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(lanes_)});
 };
 
 // The form for convolutions the tiler does not take (depthwise, small groups), one output row
@@ -705,8 +671,9 @@ std::optional<ConvSchedule> ScheduleConv(const Stmt& body, const ir::Target& tar
                                          const ConstantOf& constant_of) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
-  std::optional<Stmt> pointwise = PointwiseConv(*conv, target).Build();
-  if (pointwise) return ConvSchedule{*pointwise, std::nullopt};
+  if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
+    return ConvSchedule{TileMatmul(*m, target), std::nullopt};
+  }
   ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr);
   std::optional<Stmt> tiled = tiler.Build();
   if (tiled) return ConvSchedule{*tiled, tiler.Packed()};

@@ -1,7 +1,8 @@
 // The conv rule, for a kernel that is legalize's direct 2-D convolution over f32 (any
 // padding, strides, dilations; groups that hold whole channel blocks; any elementwise
 // epilogue fused after it): an implicit GEMM with output channels in the vector lanes and a
-// register tile over output columns. nullopt for any other kernel.
+// register tile over output columns; a pointwise conv is a matmul over the flattened plane
+// and takes the matmul rule. nullopt for any other kernel.
 #pragma once
 
 #include <functional>

@@ -58,18 +58,6 @@ int64_t TileRows(const ir::Target& target) {
   return (registers - 3) / 2;
 }
 
-// What the rule reads off legalize's matmul kernel.
-struct Matmul {
-  std::vector<const StmtNode*> batch_loops;
-  const StmtNode* i;
-  const StmtNode* j;
-  PrimExpr k, depth;  // reduction variable and extent
-  Buffer c;
-  PrimExpr a_load, b_load;  // A[.., i, k] and B[.., k, j]
-  // Stores fusion appended after the sum, each C[b.., i, j] = f(C[b.., i, j], other loads).
-  std::vector<Stmt> epilogue;
-};
-
 bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
   for (const PrimExpr& v : arith::FreeVars(e)) {
     if (v.get() == var.get()) return true;
@@ -131,9 +119,11 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
     return {};
   }
   Matmul m;
-  m.batch_loops.assign(loops.begin(), loops.end() - 2);
-  m.i = loops[loops.size() - 2];
-  m.j = loops.back();
+  for (size_t d = 0; d + 2 < loops.size(); ++d) {
+    m.batch.push_back({loops[d]->var, loops[d]->extent});
+  }
+  m.i = {loops[loops.size() - 2]->var, loops[loops.size() - 2]->extent};
+  m.j = {loops.back()->var, loops.back()->extent};
   m.k = reduce.var;
   m.depth = reduce.extent;
   m.c = init.buffer;
@@ -142,7 +132,7 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
   for (const PrimExpr& load : {m.a_load, m.b_load}) {
     if (load->kind != ExprKind::kLoad || load->buffer == m.c) return {};
   }
-  if (UsesVar(m.a_load, m.j->var) || UsesVar(m.b_load, m.i->var)) return {};
+  if (UsesVar(m.a_load, m.j.var) || UsesVar(m.b_load, m.i.var)) return {};
   for (size_t s = 2; s < cur->seq.size(); ++s) {
     if (!IsElementwiseEpilogue(*cur->seq[s], m.c, loops)) return {};
     m.epilogue.push_back(cur->seq[s]);
@@ -152,17 +142,23 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
 
 PrimExpr And(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kAnd, a, b); }
 
+// C's indices at (b.., row, col).
+std::vector<PrimExpr> CIndices(const Matmul& m, PrimExpr row, PrimExpr col) {
+  std::vector<PrimExpr> at;
+  for (const Axis& b : m.batch) at.push_back(b.var);
+  at.push_back(std::move(row));
+  for (int64_t d = 0; d < m.c_flat_dims; ++d) at.push_back(I(0));
+  at.push_back(std::move(col));
+  return at;
+}
+
 // C[b.., row, col] = value, then the fused element-wise stores on that element.
 Stmt StoreAndFinish(const Matmul& m, const PrimExpr& row, const PrimExpr& col, PrimExpr value) {
-  std::vector<PrimExpr> at;
-  for (const StmtNode* b : m.batch_loops) at.push_back(b->var);
-  at.push_back(row);
-  at.push_back(col);
-  std::vector<Stmt> stmts = {ir::Store(m.c, std::move(at), std::move(value))};
+  std::vector<Stmt> stmts = {ir::Store(m.c, CIndices(m, row, col), std::move(value))};
   for (const Stmt& s : m.epilogue) {
     stmts.push_back(ir::SubstituteStmt(s, [&](const PrimExpr& x) -> PrimExpr {
-      if (x.get() == m.i->var.get()) return row;
-      if (x.get() == m.j->var.get()) return col;
+      if (x.get() == m.i.var.get()) return row;
+      if (x.get() == m.j.var.get()) return col;
       return nullptr;
     }));
   }
@@ -183,8 +179,8 @@ class MatmulTiler {
   }
 
  private:
-  PrimExpr M() const { return m_.i->extent; }
-  PrimExpr N() const { return m_.j->extent; }
+  PrimExpr M() const { return m_.i.extent; }
+  PrimExpr N() const { return m_.j.extent; }
   PrimExpr K() const { return m_.depth; }
   int64_t panels() const { return kBlockCols / cols_; }
   PrimExpr Col(const PrimExpr& jp, const PrimExpr& jj) const {
@@ -196,11 +192,7 @@ class MatmulTiler {
   PrimExpr BlockDepth() const { return arith::Min(I(kBlockDepth), K() - kc_ * I(kBlockDepth)); }
 
   std::vector<PrimExpr> CIndices(PrimExpr row, PrimExpr col) const {
-    std::vector<PrimExpr> at;
-    for (const StmtNode* b : m_.batch_loops) at.push_back(b->var);
-    at.push_back(std::move(row));
-    at.push_back(std::move(col));
-    return at;
+    return schedule::CIndices(m_, std::move(row), std::move(col));
   }
 
   // C[b.., row, col] with row and col clamped into the matrix (for reads).
@@ -223,7 +215,7 @@ class MatmulTiler {
   Stmt PackA() const {
     PrimExpr ii = arith::MakeVar("pii"), kk = arith::MakeVar("pakk");
     PrimExpr row = arith::Min(it_ * I(rows_) + ii, M() - I(1));
-    PrimExpr a = Replace(m_.a_load, {m_.i->var, m_.k}, {row, Depth(kk)});
+    PrimExpr a = Replace(m_.a_load, {m_.i.var, m_.k}, {row, Depth(kk)});
     return Loop(ii, I(rows_), ForKind::kSerial,
                 Loop(kk, BlockDepth(), ForKind::kSerial, ir::Store(packed_a_, {kk, ii}, a)));
   }
@@ -232,9 +224,9 @@ class MatmulTiler {
   Stmt PackB() const {
     PrimExpr jp = arith::MakeVar("pjp"), kk = arith::MakeVar("pkk"), jj = arith::MakeVar("pjj");
     PrimExpr col = Col(jp, jj);
-    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j->var}, {Depth(kk), col});
+    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j.var}, {Depth(kk), col});
     PrimExpr clamped =
-        Replace(m_.b_load, {m_.k, m_.j->var}, {Depth(kk), arith::Min(col, N() - I(1))});
+        Replace(m_.b_load, {m_.k, m_.j.var}, {Depth(kk), arith::Min(col, N() - I(1))});
     // Panels inside B copy rows as whole vectors; the clamp on the last one would make the
     // loads a gather.
     auto pack = [&](PrimExpr value) {
@@ -257,9 +249,9 @@ class MatmulTiler {
   // block each element gets its fused epilogue as it is stored, from registers.
   Stmt Tile() const {
     PrimExpr acc = arith::Load(acc_, {ii_, jj_});
-    PrimExpr a = pack_a_ ? arith::Load(packed_a_, {kk_, ii_})
-                         : Replace(m_.a_load, {m_.i->var, m_.k},
-                                   {arith::Min(Row(), M() - I(1)), Depth(kk_)});
+    PrimExpr a =
+        pack_a_ ? arith::Load(packed_a_, {kk_, ii_})
+                : Replace(m_.a_load, {m_.i.var, m_.k}, {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     PrimExpr b = arith::Load(packed_, {jp_, kk_, jj_});
     Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial,
                        OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized));
@@ -326,15 +318,7 @@ class MatvecTiler {
   }
 
  private:
-  PrimExpr N() const { return m_.j->extent; }
-
-  std::vector<PrimExpr> CIndices(PrimExpr col) const {
-    std::vector<PrimExpr> at;
-    for (const StmtNode* b : m_.batch_loops) at.push_back(b->var);
-    at.push_back(I(0));
-    at.push_back(std::move(col));
-    return at;
-  }
+  PrimExpr N() const { return m_.j.extent; }
 
   // Columns [base, base + width): width is NR (constant, so acc lives in registers) or the
   // remainder of N. Fresh loop variables and acc per call: each is bound by one loop.
@@ -342,8 +326,8 @@ class MatvecTiler {
     PrimExpr k = arith::MakeVar("mvk");
     PrimExpr zj = arith::MakeVar("mvz"), uj = arith::MakeVar("mvj"), sj = arith::MakeVar("mvs");
     Buffer acc = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_)});
-    PrimExpr a = Replace(m_.a_load, {m_.i->var, m_.k}, {I(0), k});
-    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j->var}, {k, base + uj});
+    PrimExpr a = Replace(m_.a_load, {m_.i.var, m_.k}, {I(0), k});
+    PrimExpr b = Replace(m_.b_load, {m_.k, m_.j.var}, {k, base + uj});
     PrimExpr sum = arith::Load(acc, {uj}) + a * b;
     Stmt zero = Loop(zj, width, ForKind::kVectorized, ir::Store(acc, {zj}, arith::FloatImm(0)));
     Stmt update = Loop(k, m_.depth, ForKind::kSerial,
@@ -361,7 +345,7 @@ class MatvecTiler {
 // The product for one batch element: one row by the matvec form, several by the tiled one,
 // and a symbolic M by whichever fits at run time.
 Stmt BuildProduct(const Matmul& m, const ir::Target& target) {
-  const PrimExpr& rows = m.i->extent;
+  const PrimExpr& rows = m.i.extent;
   if (rows->is_const_int(1)) return MatvecTiler(m, target).Build();
   Stmt tiled = MatmulTiler(m, target).Build();
   if (rows->kind == ExprKind::kIntImm) return tiled;
@@ -374,9 +358,13 @@ Stmt BuildProduct(const Matmul& m, const ir::Target& target) {
 std::optional<Stmt> ScheduleMatmul(const Stmt& body, const ir::Target& target) {
   std::optional<Matmul> m = MatchMatmul(body);
   if (!m) return std::nullopt;
-  Stmt product = BuildProduct(*m, target);
-  for (auto loop = m->batch_loops.rbegin(); loop != m->batch_loops.rend(); ++loop) {
-    product = Loop((*loop)->var, (*loop)->extent, ForKind::kSerial, product);
+  return TileMatmul(*m, target);
+}
+
+Stmt TileMatmul(const Matmul& m, const ir::Target& target) {
+  Stmt product = BuildProduct(m, target);
+  for (auto axis = m.batch.rbegin(); axis != m.batch.rend(); ++axis) {
+    product = Loop(axis->var, axis->extent, ForKind::kSerial, product);
   }
   return product;
 }

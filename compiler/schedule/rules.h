@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "compiler/ir/loop.h"
 #include "compiler/ir/target.h"
@@ -12,9 +13,32 @@ namespace kiln::schedule {
 // vectorized. Loops that carry a dependence (a reduction into one element) stay serial.
 ir::Stmt ScheduleLoopNests(const ir::Stmt& body);
 
+// A loop of a kernel: its variable and extent.
+struct Axis {
+  arith::PrimExpr var, extent;
+};
+
+// C[b.., i, j] = sum over k < depth of A[.., i, k] * B[.., k, j], as the matmul rule reads it
+// off legalize's matmul kernel (or another rule builds it: a pointwise conv is one).
+struct Matmul {
+  std::vector<Axis> batch;
+  Axis i, j;
+  arith::PrimExpr k, depth;  // reduction variable and extent
+  arith::Buffer c;
+  // Zero indices between C's row and column: a pointwise conv's output [n, m, H, W] is
+  // indexed [n, i, 0, j] with j over the whole plane (row-major, so the same element).
+  int64_t c_flat_dims = 0;
+  arith::PrimExpr a_load, b_load;  // A[.., i, k] and B[.., k, j]; A free of j, B free of i
+  // Stores fusion appended after the sum, each C[b.., i, j] = f(C[b.., i, j], other loads).
+  std::vector<ir::Stmt> epilogue;
+};
+
 // The matmul rule, for a kernel that is exactly legalize's matmul (C = A @ B over f32, any
 // batch dims): a tiled, packed form. nullopt for any other kernel.
 std::optional<ir::Stmt> ScheduleMatmul(const ir::Stmt& body, const ir::Target& target);
+
+// The tiled form of `m` (with its batch loops).
+ir::Stmt TileMatmul(const Matmul& m, const ir::Target& target);
 
 // Whether iterations of a loop over `var` with body `body` touch disjoint elements of every
 // buffer the body writes, so they may run in any order or at once.

@@ -106,6 +106,8 @@ std::vector<ConvCase> Cases() {
       {.name = "1x1_small_plane", .c = 5, .m = 13, .h = 3, .w = 4, .k = 1},
       // More input channels than the pointwise form takes: the tiler's.
       {.name = "1x1_many_channels", .c = 70, .m = 9, .h = 5, .w = 7, .k = 1},
+      // More input channels than one depth block of the matmul rule: partial sums in out.
+      {.name = "1x1_deep_residual", .c = 300, .m = 13, .h = 5, .w = 6, .k = 1, .residual = true},
       {.name = "3x3_residual",
        .c = 9,
        .m = 21,
@@ -182,11 +184,14 @@ TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
   ExpectClose(Compiled(onnx, GetParam()).Run(inputs, {2, 19, 7, 7}, 1), (*expected)[0], "");
 }
 
-TEST_P(ScheduleConvTest, PointwiseConvPutsPositionsInLanes) {
+// A pointwise conv takes the matmul rule over the flattened plane: B (x) packed in panels of
+// positions, the residual epilogue fused into the tile's store.
+TEST_P(ScheduleConvTest, PointwiseConvIsAMatmulOverThePlane) {
   ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
   std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
-  EXPECT_NE(kernels.find("for pt in"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
   EXPECT_EQ(kernels.find("packed_w"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("prim_func @fused_conv_add"), std::string::npos) << kernels;
 }
 
 // The register tile lives in registers: the optimized kernel keeps no stack buffer in its
