@@ -7,6 +7,7 @@
 #include "compiler/transform/eliminate_dead_code.h"
 #include "compiler/transform/fuse_ops.h"
 #include "compiler/transform/legalize.h"
+#include "compiler/transform/legalize_control.h"
 #include "compiler/transform/lower_host.h"
 
 namespace kiln::driver {
@@ -26,7 +27,9 @@ const std::vector<Pass>& Pipeline() {
   static const auto* passes = new std::vector<Pass>{
       // Bindings nothing uses go, shape arithmetic folded at import above all.
       {"eliminate_dead_code", ModuleOnly<transform::EliminateDeadCode>},
-      // Each operator becomes a loop-level kernel with symbolic extents.
+      // A loop's scan outputs get their run-time length (iterations that ran) as a symbolic dim.
+      {"bind_loop_trip_counts", ModuleOnly<transform::BindLoopTripCounts>},
+      // Each operator becomes a loop-level kernel with symbolic extents; control-flow bodies too.
       {"legalize", ModuleOnly<transform::Legalize>},
       // Kernels merge with their consumers where their loops allow (classified, not by op name).
       {"fuse_ops", ModuleOnly<transform::FuseOps>},

@@ -1,5 +1,7 @@
 // ONNX control flow: If, Loop, Scan. Their subgraphs become Functions that use the
 // enclosing graph's values directly; the ops carry them as `subgraphs`.
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/frontend/import_context.h"
@@ -23,8 +25,8 @@ absl::StatusOr<const onnx::GraphProto*> GraphAttr(const ImportContext& ctx,
 absl::Status SetTupleOutputs(ImportContext& ctx, const ir::Expr& tuple) {
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.HasOutput(i)) continue;
-    KILN_ASSIGN_OR_RETURN(ir::Expr field, ctx.Bind(ir::MakeTupleGetItem(tuple, i),
-                                                   ctx.node().output(i)));
+    KILN_ASSIGN_OR_RETURN(ir::Expr field,
+                          ctx.Bind(ir::MakeTupleGetItem(tuple, i), ctx.node().output(i)));
     ctx.SetOutput(i, field);
   }
   return absl::OkStatus();
@@ -65,15 +67,15 @@ StructInfo Generalize(const StructInfo& info, const std::string& name) {
 // next, output k + result_offset feeding param k + first. Tries the initial struct info
 // first and generalizes the slots whose shape changes.
 absl::StatusOr<std::shared_ptr<const ir::Function>> ImportCarriedBody(
-    ImportContext& ctx, const onnx::GraphProto& graph, std::vector<StructInfo> params,
-    size_t first, size_t count, size_t result_offset) {
+    ImportContext& ctx, const onnx::GraphProto& graph, std::vector<StructInfo> params, size_t first,
+    size_t count, size_t result_offset) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     KILN_ASSIGN_OR_RETURN(auto body, ctx.ImportSubgraph(graph, params));
     const StructInfo& result = body->result->struct_info;
     if (result.fields.size() < result_offset + count) {
-      return absl::InvalidArgumentError(absl::StrCat("body '", graph.name(), "' returns ",
-                                                     result.fields.size(), " values, expected at least ",
-                                                     result_offset + count));
+      return absl::InvalidArgumentError(
+          absl::StrCat("body '", graph.name(), "' returns ", result.fields.size(),
+                       " values, expected at least ", result_offset + count));
     }
     bool invariant = true;
     for (size_t k = 0; k < count; ++k) {
@@ -84,6 +86,77 @@ absl::StatusOr<std::shared_ptr<const ir::Function>> ImportCarriedBody(
     if (invariant || attempt == 1) return body;
   }
   return absl::InternalError("unreachable");
+}
+
+// The symbolic vars a loop body defines for itself: the dims of carried values whose shape
+// changes (Generalize) and values it reads at run time (match_cast).
+std::set<const arith::ExprNode*> BodyVars(const ir::Function& body,
+                                          const std::vector<ir::Expr>& args) {
+  std::set<const arith::ExprNode*> vars;
+  auto add = [&](const StructInfo& info) {
+    if (!info.shape) return;
+    for (const arith::PrimExpr& d : *info.shape) {
+      for (const arith::PrimExpr& v : arith::FreeVars(d)) vars.insert(v.get());
+    }
+  };
+  for (size_t i = 0; i < body.params.size() && i < args.size(); ++i) {
+    if (!ir::StructuralEqual(body.params[i]->struct_info, args[i]->struct_info)) {
+      add(body.params[i]->struct_info);
+    }
+  }
+  for (const ir::BindingBlock& block : body.blocks) {
+    for (const ir::Binding& b : block.bindings) {
+      if (b.match_cast) add(b.var->struct_info);
+    }
+  }
+  return vars;
+}
+
+// Whether every slice of a scan output has one shape that the enclosing graph can name.
+bool ScanSlicesKnown(const ir::Function& body, const std::vector<ir::Expr>& args) {
+  std::set<const arith::ExprNode*> local = BodyVars(body, args);
+  const auto& results = body.result->struct_info.fields;
+  for (size_t j = args.size() - 1; j < results.size(); ++j) {
+    const StructInfo& slice = results[j];
+    if (!slice.is_tensor() || !slice.shape) return false;
+    for (const arith::PrimExpr& d : *slice.shape) {
+      for (const arith::PrimExpr& v : arith::FreeVars(d)) {
+        if (local.count(v.get())) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// A loop with {count_trips} also returns how many iterations ran: that count, read at run
+// time, is the length t of each scan output, which gets the shape [t, slice...] (a reshape
+// that changes nothing but the struct info). Everything after the loop then has shapes, and
+// compiled code sizes its buffers by them (bind_loop_trip_counts, legalize_control.h).
+absl::Status SetCountedLoopOutputs(ImportContext& ctx, const ir::Expr& loop,
+                                   const ir::Function& body, size_t carried, size_t num_scan) {
+  for (size_t k = 0; k < carried; ++k) {
+    if (!ctx.HasOutput(static_cast<int>(k))) continue;
+    KILN_ASSIGN_OR_RETURN(ir::Expr field,
+                          ctx.Bind(ir::MakeTupleGetItem(loop, k), ctx.node().output(k)));
+    ctx.SetOutput(static_cast<int>(k), field);
+  }
+  const std::string& name = ctx.node().output(0);
+  KILN_ASSIGN_OR_RETURN(ir::Expr trips,
+                        ctx.Bind(ir::MakeTupleGetItem(loop, carried + num_scan), name + "_trips"));
+  KILN_ASSIGN_OR_RETURN(std::vector<arith::PrimExpr> ran,
+                        ctx.BindRuntimeValues(trips, name + "_trips_ran"));
+  for (size_t j = 0; j < num_scan; ++j) {
+    int out = static_cast<int>(carried + j);
+    if (!ctx.HasOutput(out)) continue;
+    KILN_ASSIGN_OR_RETURN(ir::Expr stacked, ctx.Bind(ir::MakeTupleGetItem(loop, out),
+                                                     ctx.node().output(out) + "_stacked"));
+    std::vector<arith::PrimExpr> dims = *body.result->struct_info.fields[1 + carried + j].shape;
+    dims.insert(dims.begin(), ran.at(0));
+    KILN_ASSIGN_OR_RETURN(ir::Expr value, ctx.Emit("reshape", {stacked, ir::MakeShapeExpr(dims)},
+                                                   {}, ctx.node().output(out)));
+    ctx.SetOutput(out, value);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ConvertLoop(ImportContext& ctx) {
@@ -100,12 +173,17 @@ absl::Status ConvertLoop(ImportContext& ctx) {
   }
   size_t carried = args.size() - 2;
   KILN_ASSIGN_OR_RETURN(auto body, ImportCarriedBody(ctx, *graph, params, 2, carried, 1));
-  ir::ExprNode call = *ir::MakeCall("loop", args);
+  size_t num_scan = body->result->struct_info.fields.size() - 1 - carried;
+  bool count_trips = !ir::IsNone(max_trips) && num_scan > 0 && ScanSlicesKnown(*body, args);
+  ir::Attrs attrs;
+  if (count_trips) attrs["count_trips"] = int64_t{1};
+  ir::ExprNode call = *ir::MakeCall("loop", args, attrs);
   call.subgraphs = {body};
   KILN_ASSIGN_OR_RETURN(ir::Expr result,
                         ctx.EmitCall(std::make_shared<const ir::ExprNode>(std::move(call)),
                                      ctx.node().output(0) + "_loop"));
-  return SetTupleOutputs(ctx, result);
+  if (!count_trips) return SetTupleOutputs(ctx, result);
+  return SetCountedLoopOutputs(ctx, result, *body, carried, num_scan);
 }
 
 absl::Status ConvertScan(ImportContext& ctx) {

@@ -76,7 +76,8 @@ absl::StatusOr<Value> RunLoop(const ir::ExprNode& call, const std::vector<Value>
   bool cond = args[1].is_none() ? true : args[1].tensor().GetInt(0) != 0;
   std::vector<Value> carried(args.begin() + 2, args.end());
   std::vector<std::vector<NDArray>> scans;
-  for (int64_t i = 0; i < max_trips && cond; ++i) {
+  int64_t trips = 0;
+  for (int64_t i = 0; i < max_trips && cond; ++i, ++trips) {
     std::vector<Value> in = {Value(Scalar(DataType::Int(64), i)), Value(Scalar(DataType::Bool(), cond))};
     in.insert(in.end(), carried.begin(), carried.end());
     KILN_ASSIGN_OR_RETURN(Value out, run(body, in));
@@ -90,6 +91,9 @@ absl::StatusOr<Value> RunLoop(const ir::ExprNode& call, const std::vector<Value>
   for (const auto& slices : scans) {
     KILN_ASSIGN_OR_RETURN(NDArray stacked, Stack(call, slices, 0, false));
     results.push_back(Value(std::move(stacked)));
+  }
+  if (op::GetIntAttr(call.attrs, "count_trips", 0) != 0) {
+    results.push_back(Value(Scalar(DataType::Int(64), trips)));
   }
   return Value::Tuple(std::move(results));
 }

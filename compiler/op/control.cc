@@ -1,5 +1,7 @@
 // Control flow: loop and scan (if is an expression of its own, ir::MakeIf). Both carry their
 // body as call.subgraphs[0].
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/op/op_def.h"
@@ -33,21 +35,49 @@ StructInfo Stacked(const StructInfo& slice) {
   return StructInfo::TensorRank(slice.ndim < 0 ? -1 : slice.ndim + 1, slice.dtype);
 }
 
-// loop(max_trips, cond, v_initial...) with body(i, cond, v...) -> (cond, v..., scan...).
+// A scan runs once per slice of its scan inputs: the length of the first one's scan axis,
+// when its shape is known (the scan inputs must agree at run time).
+std::optional<arith::PrimExpr> ScanLength(const ir::ExprNode& call, size_t state) {
+  if (state >= call.args.size()) return std::nullopt;
+  const StructInfo& x = call.args[state]->struct_info;
+  if (!x.is_tensor() || !x.shape || x.ndim < 1) return std::nullopt;
+  std::vector<int64_t> in_axes = GetIntsAttr(call.attrs, "scan_input_axes");
+  int64_t axis = in_axes.empty() ? 0 : in_axes[0];
+  if (axis < 0) axis += x.ndim;
+  if (axis < 0 || axis >= x.ndim) return std::nullopt;
+  return (*x.shape)[axis];
+}
+
+// Slices of known shape stacked along `axis` into `length` of them.
+StructInfo StackedAlong(const StructInfo& slice, const arith::PrimExpr& length, int64_t axis) {
+  if (!slice.is_tensor() || !slice.shape) return Stacked(slice);
+  if (axis < 0) axis += slice.ndim + 1;
+  if (axis < 0 || axis > slice.ndim) return Stacked(slice);
+  std::vector<arith::PrimExpr> dims = *slice.shape;
+  dims.insert(dims.begin() + axis, length);
+  return StructInfo::Tensor(std::move(dims), slice.dtype);
+}
+
+// loop(max_trips, cond, v_initial...) {count_trips} with body(i, cond, v...) ->
+// (cond, v..., scan...); results (v..., scan..., [trips]).
 absl::StatusOr<StructInfo> InferLoop(const ir::ExprNode& call, const arith::Analyzer&) {
   KILN_ASSIGN_OR_RETURN(const ir::Function* body, Body(call));
   size_t carried = call.args.size() - 2;
   const auto& results = body->result->struct_info.fields;
   if (body->params.size() != carried + 2 || results.size() < carried + 1) {
-    return OpError(call, absl::StrCat("body takes ", body->params.size(), " and returns ",
-                                      results.size(), " values for ", carried,
-                                      " loop-carried values"));
+    return OpError(call,
+                   absl::StrCat("body takes ", body->params.size(), " and returns ", results.size(),
+                                " values for ", carried, " loop-carried values"));
   }
   std::vector<StructInfo> out;
   for (size_t k = 0; k < carried; ++k) {
     out.push_back(CarriedOut(call.args[2 + k]->struct_info, body->params[2 + k]->struct_info));
   }
   for (size_t j = carried + 1; j < results.size(); ++j) out.push_back(Stacked(results[j]));
+  // {count_trips}: a last result, how many iterations ran (the scan outputs' length).
+  if (GetIntAttr(call.attrs, "count_trips", 0) != 0) {
+    out.push_back(StructInfo::Tensor({}, arith::DataType::Int(64)));
+  }
   return StructInfo::Tuple(std::move(out));
 }
 
@@ -64,7 +94,13 @@ absl::StatusOr<StructInfo> InferScan(const ir::ExprNode& call, const arith::Anal
   for (size_t k = 0; k < state; ++k) {
     out.push_back(CarriedOut(call.args[k]->struct_info, body->params[k]->struct_info));
   }
-  for (size_t j = state; j < results.size(); ++j) out.push_back(Stacked(results[j]));
+  std::vector<int64_t> out_axes = GetIntsAttr(call.attrs, "scan_output_axes");
+  out_axes.resize(results.size() - state, 0);
+  std::optional<arith::PrimExpr> length = ScanLength(call, state);
+  for (size_t j = state; j < results.size(); ++j) {
+    out.push_back(length ? StackedAlong(results[j], *length, out_axes[j - state])
+                         : Stacked(results[j]));
+  }
   return StructInfo::Tuple(std::move(out));
 }
 

@@ -105,9 +105,26 @@ class Legalizer {
     if (name == "main") {
       for (size_t i = 0; i < func.params.size(); ++i) inputs_[func.params[i].get()] = i;
     }
+    return LegalizeBindings(func);
+  }
+
+ private:
+  absl::Status LegalizeBindings(ir::Function& func) {
     for (ir::BindingBlock& block : func.blocks) {
       for (ir::Binding& binding : block.bindings) {
         const ir::Expr& value = binding.value;
+        // Control flow keeps its bodies, graph functions legalized like main; host lowering
+        // (lower_host.cc) branches and loops over their kernels.
+        if (!value->subgraphs.empty()) {
+          absl::StatusOr<ir::Expr> legalized = LegalizeSubgraphs(*value);
+          if (!legalized.ok()) {
+            return absl::Status(legalized.status().code(),
+                                absl::StrCat("in the body of %", binding.var->name, ": ",
+                                             legalized.status().message()));
+          }
+          binding.value = *legalized;
+          continue;
+        }
         if (value->kind != ir::ExprKind::kCall || value->name == "call_tir") continue;
         // Reads shape values for the host (lower_host.cc), no kernel.
         if (value->name == "tensor_to_shape") continue;
@@ -117,7 +134,16 @@ class Legalizer {
     return absl::OkStatus();
   }
 
- private:
+  absl::StatusOr<ir::Expr> LegalizeSubgraphs(const ir::ExprNode& node) {
+    ir::ExprNode copy = node;
+    for (auto& sub : copy.subgraphs) {
+      ir::Function body = *sub;
+      KILN_RETURN_IF_ERROR(LegalizeBindings(body));
+      sub = std::make_shared<const ir::Function>(std::move(body));
+    }
+    return std::make_shared<const ir::ExprNode>(std::move(copy));
+  }
+
   absl::StatusOr<ir::Expr> LegalizeCall(const ir::ExprNode& call) {
     std::vector<ir::Expr> tensor_args;
     std::vector<Buffer> inputs;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/arith/analyzer.h"
 #include "compiler/arith/check.h"
+#include "compiler/op/op_def.h"
 #include "compiler/transform/plan_memory.h"
 
 namespace kiln::transform {
@@ -451,6 +452,7 @@ class HostLowering {
   // or one per run-time binding, for the results whose size depends on what it binds.
   // Shape only (kiln_infer_shapes), it stops after the last run-time binding or check.
   absl::Status EmitBindings(HostProgram& p) {
+    top_ = &p;
     OpenSegment(p);
     std::vector<const ir::Binding*> bindings;
     for (const ir::BindingBlock& block : func_.blocks) {
@@ -459,6 +461,7 @@ class HostLowering {
     for (size_t i = 0; i < bindings.size(); ++i) {
       last_use_[bindings[i]->var.get()] = i;
       for (const ir::Expr& arg : bindings[i]->value->args) last_use_[arg.get()] = i;
+      for (const auto& sub : bindings[i]->value->subgraphs) MarkSubgraphUses(*sub, i);
       const ir::ExprNode& value = *bindings[i]->value;
       auto out = output_handles_.find(bindings[i]->var.get());
       if (value.kind == ir::ExprKind::kTupleGetItem && out != output_handles_.end()) {
@@ -488,6 +491,8 @@ class HostLowering {
         KILN_RETURN_IF_ERROR(AliasTupleField(b));
       } else if (value.kind == ir::ExprKind::kCall && value.name == "call_tir") {
         KILN_RETURN_IF_ERROR(EmitKernelCall(p, b));
+      } else if (IsControlFlow(value)) {
+        KILN_RETURN_IF_ERROR(EmitControlFlow(p, b));
       } else {
         return absl::UnimplementedError(absl::StrCat(
             "binding %", b.var->name, " is not a kernel call; only kernel calls are compiled yet"));
@@ -600,6 +605,17 @@ class HostLowering {
   }
 
   absl::Status EmitKernelCall(HostProgram& p, const ir::Binding& b) {
+    KILN_ASSIGN_OR_RETURN(std::vector<size_t> storages, ResultStorages(b));
+    AssignStorages(b.var.get(), storages);
+    KILN_ASSIGN_OR_RETURN(PrimExpr kernel_call, KernelCall(*b.value, storages));
+    p.Emit(ir::Evaluate(kernel_call));
+    return absl::OkStatus();
+  }
+
+  // Where each result of binding `b` (each field of a tuple) goes: straight into a graph
+  // output, or a new intermediate in the workspace, its handle Let in the top-level program
+  // (a body's intermediates too, so that the planner places them all).
+  absl::StatusOr<std::vector<size_t>> ResultStorages(const ir::Binding& b) {
     const ir::StructInfo& info = b.var->struct_info;
     bool is_tuple = info.kind == ir::StructInfo::Kind::kTuple;
     std::vector<const ir::StructInfo*> results;
@@ -619,18 +635,381 @@ class HostLowering {
         storages.push_back(AddStorage(out, /*intermediate=*/false));
         continue;
       }
+      if (!body_of_.empty()) KILN_RETURN_IF_ERROR(CheckShapeBound(b.var->name, r));
       std::string name = is_tuple ? absl::StrCat(b.var->name, "_", k) : b.var->name;
-      PrimExpr h = arith::MakeVar(absl::StrCat(name, "_data"), DataType::Handle());
-      size_t let = p.Let(h, nullptr);  // an offset into the workspace, once it is planned
-      storages.push_back(AddStorage(h, /*intermediate=*/true));
-      storages_.back().bytes = ByteSize(r);
-      storages_.back().let_item = let;
-      storages_.back().first_use = binding_index_;
-      storages_.back().segment = SegmentOf(storages_.back().bytes);
+      storages.push_back(AddIntermediate(name, ByteSize(r)));
     }
-    AssignStorages(b.var.get(), storages);
-    KILN_ASSIGN_OR_RETURN(PrimExpr kernel_call, KernelCall(*b.value, storages));
-    p.Emit(ir::Evaluate(kernel_call));
+    return storages;
+  }
+
+  size_t AddIntermediate(const std::string& name, PrimExpr bytes) {
+    PrimExpr h = arith::MakeVar(absl::StrCat(name, "_data"), DataType::Handle());
+    size_t let = top_->Let(h, nullptr);  // an offset into the workspace, once it is planned
+    size_t s = AddStorage(h, /*intermediate=*/true);
+    storages_[s].bytes = std::move(bytes);
+    storages_[s].let_item = let;
+    storages_[s].first_use = binding_index_;
+    storages_[s].last_use = binding_index_;
+    storages_[s].segment = SegmentOf(storages_[s].bytes);
+    return s;
+  }
+
+  // Control flow (Relax's If; ONNX Loop and Scan): the bodies are graph functions whose
+  // kernels were legalized like main's. An `if` reads its condition and branches; a loop or
+  // scan is a serial host loop over its body. Every value a body makes lives in the
+  // workspace for the whole control-flow binding (one binding of the enclosing function), so
+  // nothing a later iteration writes can be a buffer an earlier one still reads. Bodies
+  // must not compute shapes (each iteration has the shapes the first one has).
+  static bool IsControlFlow(const ir::ExprNode& value) {
+    return value.kind == ir::ExprKind::kIf ||
+           (value.kind == ir::ExprKind::kCall && (value.name == "loop" || value.name == "scan"));
+  }
+
+  // A value of an enclosing scope that a body reads lives until the binding that runs it.
+  void MarkSubgraphUses(const ir::Function& f, size_t i) {
+    for (const ir::BindingBlock& block : f.blocks) {
+      for (const ir::Binding& b : block.bindings) {
+        for (const ir::Expr& arg : b.value->args) MarkUse(arg, i);
+        for (const auto& sub : b.value->subgraphs) MarkSubgraphUses(*sub, i);
+      }
+    }
+    MarkUse(f.result, i);
+  }
+
+  void MarkUse(const ir::Expr& e, size_t i) {
+    if (e->kind == ir::ExprKind::kTuple) {
+      for (const ir::Expr& field : e->args) MarkUse(field, i);
+      return;
+    }
+    last_use_[e.get()] = std::max(last_use_[e.get()], i);
+  }
+
+  static absl::Status ControlFlowError(const ir::Binding& b, const std::string& what) {
+    const ir::ExprNode& v = *b.value;
+    return absl::UnimplementedError(absl::StrCat(
+        "binding %", b.var->name, " (", v.kind == ir::ExprKind::kIf ? "if" : v.name, "): ", what));
+  }
+
+  absl::Status EmitControlFlow(HostProgram& p, const ir::Binding& b) {
+    if (b.match_cast) return ControlFlowError(b, "a match_cast of control flow is not compiled");
+    if (b.value->kind == ir::ExprKind::kIf) return EmitIf(p, b);
+    if (b.value->name == "scan") return EmitScan(p, b);
+    return EmitLoop(p, b);
+  }
+
+  // Lowers the bindings of `body`, a body of control-flow binding `b`, into `q`.
+  absl::Status EmitBody(HostProgram& q, const ir::Binding& b, const ir::Function& body) {
+    body_of_.push_back(&b);
+    absl::Status status = EmitBodyBindings(q, body);
+    body_of_.pop_back();
+    return status;
+  }
+
+  absl::Status EmitBodyBindings(HostProgram& q, const ir::Function& body) {
+    for (const ir::BindingBlock& block : body.blocks) {
+      for (const ir::Binding& inner : block.bindings) {
+        const ir::ExprNode& value = *inner.value;
+        if (!inner.match_cast && value.kind == ir::ExprKind::kTupleGetItem) {
+          KILN_RETURN_IF_ERROR(AliasTupleField(inner));
+        } else if (!inner.match_cast && value.kind == ir::ExprKind::kCall &&
+                   value.name == "call_tir") {
+          KILN_RETURN_IF_ERROR(EmitKernelCall(q, inner));
+        } else if (!inner.match_cast && IsControlFlow(value)) {
+          KILN_RETURN_IF_ERROR(EmitControlFlow(q, inner));
+        } else {
+          return ControlFlowError(
+              *body_of_.front(),
+              absl::StrCat("its body computes %", inner.var->name,
+                           " for the host (shapes or values); only kernel calls, tuple fields "
+                           "and control flow are compiled in a body yet"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A shape in a body may use only vars the host bound before the body runs: a shape that
+  // the body computes could change from one iteration to the next.
+  absl::Status CheckShapeBound(const std::string& name, const ir::StructInfo& info) {
+    if (!info.is_tensor() || !info.shape) {
+      return ControlFlowError(*body_of_.front(), absl::StrCat("%", name,
+                                                              " in its body has a shape unknown at "
+                                                              "compile time; not compiled yet"));
+    }
+    for (const PrimExpr& d : *info.shape) {
+      for (const PrimExpr& v : arith::FreeVars(d)) {
+        if (binder_.count(v.get()) || IsValueVar(v)) continue;
+        return ControlFlowError(
+            *body_of_.front(),
+            absl::StrCat("the shape of %", name, " in its body uses ", v->name,
+                         ", which the body computes (it may change across iterations); "
+                         "not compiled yet"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The fields of the tuple a body returns.
+  static absl::StatusOr<std::vector<ir::Expr>> BodyResults(const ir::Binding& b,
+                                                           const ir::Function& body, size_t n) {
+    if (body.result->kind != ir::ExprKind::kTuple || body.result->args.size() != n) {
+      return ControlFlowError(b, absl::StrCat("its body must return a tuple of ", n, " values"));
+    }
+    return body.result->args;
+  }
+
+  // A loop-carried value keeps one buffer for all iterations: its shape must not change.
+  absl::Status CheckCarried(const ir::Binding& b, const ir::Expr& param, const ir::Expr& initial) {
+    if (!ir::StructuralEqual(param->struct_info, initial->struct_info)) {
+      return ControlFlowError(
+          b,
+          absl::StrCat("carried value %", param->name, " changes from ",
+                       ir::ToString(initial->struct_info), " to ", ir::ToString(param->struct_info),
+                       " across iterations; only carried values of one shape are compiled"));
+    }
+    body_of_.push_back(&b);
+    absl::Status status = CheckShapeBound(param->name, param->struct_info);
+    body_of_.pop_back();
+    return status;
+  }
+
+  // dst[0, bytes) = src[0, bytes), by a byte-copy kernel made here.
+  Stmt Copy(PrimExpr dst, PrimExpr src, PrimExpr bytes) {
+    static const char kName[] = "host_copy_bytes";
+    if (!module_.prim_funcs.count(kName)) {
+      PrimExpr n = arith::MakeVar("n"), i = arith::MakeVar("i");
+      ir::PrimFunc f;
+      f.name = kName;
+      arith::Buffer from = arith::MakeBuffer("src", DataType::UInt(8), {n});
+      arith::Buffer to = arith::MakeBuffer("dst", DataType::UInt(8), {n});
+      f.buffers = {from, to};
+      f.scalars = {n};
+      f.body = ir::For(i, arith::IntImm(0), n, ir::ForKind::kSerial,
+                       ir::Store(to, {i}, arith::Load(from, {i})));
+      module_.prim_funcs.emplace(kName, f);
+    }
+    return ir::Evaluate(arith::Call(DataType::Int(32), kName, {src, dst, bytes}));
+  }
+
+  // dst[0] = value, an element of `dtype` (i64 or u8), by a kernel made here.
+  Stmt StoreScalar(PrimExpr dst, DataType dtype, PrimExpr value) {
+    std::string name = dtype == DataType::Int(64) ? "host_store_i64" : "host_store_u8";
+    if (!module_.prim_funcs.count(name)) {
+      PrimExpr v = arith::MakeVar("v");
+      ir::PrimFunc f;
+      f.name = name;
+      arith::Buffer out = arith::MakeBuffer("dst", dtype, {arith::IntImm(1)});
+      f.buffers = {out};
+      f.scalars = {v};
+      f.body = ir::Store(out, {arith::IntImm(0)}, arith::Cast(dtype, v));
+      module_.prim_funcs.emplace(name, f);
+    }
+    return ir::Evaluate(arith::Call(DataType::Int(32), name, {dst, std::move(value)}));
+  }
+
+  // Whether the bool scalar at `data` is true.
+  static PrimExpr IsTrue(PrimExpr data) {
+    PrimExpr byte = HostCall(DataType::UInt(8), intrinsic::kReadElement, {data, arith::IntImm(0)});
+    return arith::Binary(ExprKind::kNE, byte, arith::IntImm(0, DataType::UInt(8)));
+  }
+
+  static PrimExpr Offset(PrimExpr data, PrimExpr bytes) {
+    return HostCall(DataType::Handle(), intrinsic::kOffset, {data, bytes});
+  }
+
+  // if (cond) then_branch else else_branch: each branch runs its kernels, then copies its
+  // results into the if's.
+  absl::Status EmitIf(HostProgram& p, const ir::Binding& b) {
+    const ir::ExprNode& node = *b.value;
+    KILN_ASSIGN_OR_RETURN(std::vector<size_t> out, ResultStorages(b));
+    AssignStorages(b.var.get(), out);
+    const auto& fields = b.var->struct_info.fields;
+    Stmt branches[2];
+    for (int k = 0; k < 2; ++k) {
+      const ir::Function& body = *node.subgraphs[k];
+      HostProgram q;
+      KILN_RETURN_IF_ERROR(EmitBody(q, b, body));
+      KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> results, BodyResults(b, body, out.size()));
+      for (size_t j = 0; j < results.size(); ++j) {
+        q.Emit(Copy(storages_[out[j]].handle, DataHandle(results[j]), ByteSize(fields[j])));
+      }
+      branches[k] = q.Finish();
+    }
+    p.Emit(ir::IfThenElse(IsTrue(DataHandle(node.args[0])), branches[0], branches[1]));
+    return absl::OkStatus();
+  }
+
+  // Writes a body's new carried values over the old ones. A new value that is another
+  // carried value's buffer (a swap) is staged in a buffer of its own first, so that no copy
+  // reads what an earlier one overwrote.
+  void UpdateCarried(HostProgram& q, const ir::Binding& b, const std::vector<ir::Expr>& next,
+                     const std::vector<size_t>& carried, const std::vector<PrimExpr>& bytes) {
+    std::set<const arith::ExprNode*> buffers;
+    for (size_t s : carried) buffers.insert(storages_[s].handle.get());
+    std::vector<PrimExpr> from;
+    for (size_t k = 0; k < next.size(); ++k) {
+      PrimExpr src = DataHandle(next[k]);
+      if (buffers.count(src.get()) && src.get() != storages_[carried[k]].handle.get()) {
+        size_t staged = AddIntermediate(absl::StrCat(b.var->name, "_next", k), bytes[k]);
+        q.Emit(Copy(storages_[staged].handle, src, bytes[k]));
+        src = storages_[staged].handle;
+      }
+      from.push_back(src);
+    }
+    for (size_t k = 0; k < next.size(); ++k) {
+      q.Emit(Copy(storages_[carried[k]].handle, from[k], bytes[k]));
+    }
+  }
+
+  // scan(state..., inputs...): for t in [0, length): the body reads the state and slice t of
+  // each input, and its results are the next state and slice t of each output. The state
+  // lives in the scan's own results; slices along axis 0 are offsets, no copies.
+  absl::Status EmitScan(HostProgram& p, const ir::Binding& b) {
+    const ir::ExprNode& node = *b.value;
+    const ir::Function& body = *node.subgraphs[0];
+    size_t num_scan = static_cast<size_t>(op::GetIntAttr(node.attrs, "num_scan_inputs", 0));
+    if (num_scan == 0 || num_scan > node.args.size()) {
+      return ControlFlowError(b, "a scan needs at least one scan input");
+    }
+    size_t num_state = node.args.size() - num_scan;
+    KILN_ASSIGN_OR_RETURN(std::vector<size_t> out, ResultStorages(b));
+    AssignStorages(b.var.get(), out);
+    KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> results, BodyResults(b, body, out.size()));
+    std::vector<int64_t> in_axes = op::GetIntsAttr(node.attrs, "scan_input_axes");
+    std::vector<int64_t> in_dirs = op::GetIntsAttr(node.attrs, "scan_input_directions");
+    std::vector<int64_t> out_axes = op::GetIntsAttr(node.attrs, "scan_output_axes");
+    std::vector<int64_t> out_dirs = op::GetIntsAttr(node.attrs, "scan_output_directions");
+    in_axes.resize(num_scan, 0);
+    in_dirs.resize(num_scan, 0);
+    out_axes.resize(out.size() - num_state, 0);
+    out_dirs.resize(out.size() - num_state, 0);
+    const ir::StructInfo& first = node.args[num_state]->struct_info;
+    if (!first.is_tensor() || !first.shape || first.ndim < 1) {
+      return ControlFlowError(b, "its first scan input has no known shape");
+    }
+    PrimExpr length = (*first.shape)[0];
+    for (size_t j = 0; j < num_scan; ++j) {
+      const ir::StructInfo& x = node.args[num_state + j]->struct_info;
+      bool axis0 = in_axes[j] == 0 || (x.ndim > 0 && in_axes[j] == -x.ndim);
+      if (!axis0 || !x.shape || x.ndim < 1 || !analyzer_.ProveEqual((*x.shape)[0], length)) {
+        return ControlFlowError(b, absl::StrCat("scan input ", j,
+                                                " is not scanned along axis 0 with the first "
+                                                "one's length; not compiled yet"));
+      }
+    }
+    for (size_t j = 0; j < out_axes.size(); ++j) {
+      int ndim = b.var->struct_info.fields[num_state + j].ndim;
+      if (out_axes[j] != 0 && out_axes[j] != -ndim) {
+        return ControlFlowError(b, absl::StrCat("scan output ", j, " is stacked along axis ",
+                                                out_axes[j], "; only axis 0 is compiled yet"));
+      }
+    }
+    std::vector<size_t> state(out.begin(), out.begin() + num_state);
+    std::vector<PrimExpr> state_bytes;
+    for (size_t k = 0; k < num_state; ++k) {
+      KILN_RETURN_IF_ERROR(CheckCarried(b, body.params[k], node.args[k]));
+      state_bytes.push_back(ByteSize(node.args[k]->struct_info));
+      p.Emit(Copy(storages_[out[k]].handle, DataHandle(node.args[k]), state_bytes[k]));
+      storage_of_[body.params[k].get()] = {out[k]};
+    }
+    PrimExpr t = arith::MakeVar(absl::StrCat(b.var->name, "_t"));
+    PrimExpr last = length - arith::IntImm(1);
+    HostProgram q;
+    for (size_t j = 0; j < num_scan; ++j) {
+      const ir::Expr& param = body.params[num_state + j];
+      body_of_.push_back(&b);
+      absl::Status known = CheckShapeBound(param->name, param->struct_info);
+      body_of_.pop_back();
+      KILN_RETURN_IF_ERROR(known);
+      PrimExpr at = in_dirs[j] ? last - t : t;
+      PrimExpr h = arith::MakeVar(absl::StrCat(param->name, "_data"), DataType::Handle());
+      q.Let(h, Offset(DataHandle(node.args[num_state + j]), at * ByteSize(param->struct_info)));
+      storage_of_[param.get()] = {AddStorage(h, /*intermediate=*/false)};
+    }
+    KILN_RETURN_IF_ERROR(EmitBody(q, b, body));
+    for (size_t j = num_state; j < out.size(); ++j) {
+      const ir::StructInfo& slice = results[j]->struct_info;
+      body_of_.push_back(&b);
+      absl::Status known = CheckShapeBound(results[j]->name, slice);
+      body_of_.pop_back();
+      KILN_RETURN_IF_ERROR(known);
+      PrimExpr bytes = ByteSize(slice);
+      PrimExpr at = out_dirs[j - num_state] ? last - t : t;
+      q.Emit(Copy(Offset(storages_[out[j]].handle, at * bytes), DataHandle(results[j]), bytes));
+    }
+    std::vector<ir::Expr> next(results.begin(), results.begin() + num_state);
+    UpdateCarried(q, b, next, state, state_bytes);
+    p.Emit(ir::For(t, arith::IntImm(0), length, ir::ForKind::kSerial, q.Finish()));
+    return absl::OkStatus();
+  }
+
+  // loop(M, cond, v...): for i in [0, M) while cond, the body reads (i, cond, v...) and
+  // returns (cond, v..., scan...). Host code cannot leave a loop early, so iterations past a
+  // false condition do nothing. Carried values live in the loop's own results, the iteration
+  // number and the condition in buffers of their own. Scan outputs have as many slices as
+  // iterations ran: bind_loop_trip_counts (legalize_control.h) made their buffers M slices
+  // long and added a last result, the count of iterations that ran.
+  absl::Status EmitLoop(HostProgram& p, const ir::Binding& b) {
+    const ir::ExprNode& node = *b.value;
+    const ir::Function& body = *node.subgraphs[0];
+    size_t carried = node.args.size() - 2;
+    if (ir::IsNone(node.args[0])) {
+      return ControlFlowError(b, "a loop without a maximum trip count is not compiled yet");
+    }
+    if (body.params.size() != carried + 2) {
+      return ControlFlowError(b, "its body does not take (iteration, condition, carried...)");
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<ir::Expr> results,
+                          BodyResults(b, body, body.result->args.size()));
+    bool counts = op::GetIntAttr(node.attrs, "count_trips", 0) != 0;
+    if (results.size() < carried + 1 || (results.size() > carried + 1 && !counts)) {
+      return ControlFlowError(b,
+                              "scan outputs of a loop (as long as the iterations that run, known "
+                              "only at run time) are compiled only for a loop in main with a "
+                              "maximum trip count and slices of known shape");
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<size_t> out, ResultStorages(b));
+    AssignStorages(b.var.get(), out);
+    size_t num_scan = results.size() - carried - 1;
+    size_t iter = AddIntermediate(absl::StrCat(b.var->name, "_iter"), arith::IntImm(8));
+    size_t cond = AddIntermediate(absl::StrCat(b.var->name, "_cond"), arith::IntImm(1));
+    storage_of_[body.params[0].get()] = {iter};
+    storage_of_[body.params[1].get()] = {cond};
+    std::vector<size_t> state = {cond};
+    std::vector<PrimExpr> state_bytes = {arith::IntImm(1)};
+    for (size_t k = 0; k < carried; ++k) {
+      KILN_RETURN_IF_ERROR(CheckCarried(b, body.params[2 + k], node.args[2 + k]));
+      state_bytes.push_back(ByteSize(node.args[2 + k]->struct_info));
+      p.Emit(Copy(storages_[out[k]].handle, DataHandle(node.args[2 + k]), state_bytes.back()));
+      storage_of_[body.params[2 + k].get()] = {out[k]};
+      state.push_back(out[k]);
+    }
+    p.Emit(ir::IsNone(node.args[1])
+               ? StoreScalar(storages_[cond].handle, DataType::UInt(8), arith::IntImm(1))
+               : Copy(storages_[cond].handle, DataHandle(node.args[1]), arith::IntImm(1)));
+    PrimExpr i = arith::MakeVar(absl::StrCat(b.var->name, "_i"));
+    if (counts)
+      p.Emit(StoreScalar(storages_[out.back()].handle, DataType::Int(64), arith::IntImm(0)));
+    HostProgram q;
+    q.Emit(StoreScalar(storages_[iter].handle, DataType::Int(64), i));
+    KILN_RETURN_IF_ERROR(EmitBody(q, b, body));
+    for (size_t j = 0; j < num_scan; ++j) {
+      const ir::Expr& slice = results[1 + carried + j];
+      body_of_.push_back(&b);
+      absl::Status known = CheckShapeBound(slice->name, slice->struct_info);
+      body_of_.pop_back();
+      KILN_RETURN_IF_ERROR(known);
+      PrimExpr bytes = ByteSize(slice->struct_info);
+      q.Emit(Copy(Offset(storages_[out[carried + j]].handle, i * bytes), DataHandle(slice), bytes));
+    }
+    std::vector<ir::Expr> next(results.begin(), results.begin() + carried + 1);
+    UpdateCarried(q, b, next, state, state_bytes);
+    if (counts)
+      q.Emit(StoreScalar(storages_[out.back()].handle, DataType::Int(64), i + arith::IntImm(1)));
+    PrimExpr trips = HostCall(DataType::Int(64), intrinsic::kReadElement,
+                              {DataHandle(node.args[0]), arith::IntImm(0)});
+    Stmt step = ir::IfThenElse(IsTrue(storages_[cond].handle), q.Finish());
+    p.Emit(ir::For(i, arith::IntImm(0), trips, ir::ForKind::kSerial, step));
     return absl::OkStatus();
   }
 
@@ -676,9 +1055,9 @@ class HostLowering {
 
   // A storage lives until the last use of any value that holds it.
   void AssignStorages(const ir::ExprNode* value, std::vector<size_t> storages) {
-    for (size_t s : storages) {
-      storages_[s].last_use = std::max(storages_[s].last_use, last_use_[value]);
-    }
+    // A body's values (not in last_use_) live through the whole control-flow binding.
+    size_t last = std::max(last_use_[value], binding_index_);
+    for (size_t s : storages) storages_[s].last_use = std::max(storages_[s].last_use, last);
     storage_of_[value] = std::move(storages);
   }
 
@@ -749,6 +1128,9 @@ class HostLowering {
   };
   std::vector<Segment> segments_;
   std::set<std::pair<size_t, size_t>> checked_output_dims_;  // (output, dim)
+  HostProgram* top_ = nullptr;  // the function's program; nested ones are control-flow bodies
+  // The control-flow bindings whose bodies are being lowered, innermost last.
+  std::vector<const ir::Binding*> body_of_;
   bool shape_only_ = false;  // kiln_infer_shapes: no output data, stop at the last count
 };
 

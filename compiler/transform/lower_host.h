@@ -4,6 +4,8 @@
 //   kiln_run:          the same checks (outputs too), then carve workspace and call kernels.
 // Intermediates share one workspace as plan_memory.h plans it, with the user's dim bounds
 // from `context` (checked at run time); the planned sizes are left in `context`.
+// Control flow runs in host code: an `if` branches on its condition's value, a loop or scan
+// is a serial host loop over its body's kernels, carried values in workspace buffers.
 // Constants move into module.constants; `main` is removed.
 #pragma once
 
