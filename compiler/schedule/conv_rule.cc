@@ -39,6 +39,9 @@ using ir::Stmt;
 using ir::StmtKind;
 using ir::StmtNode;
 
+// Convolutions the row form takes with at most this many taps (channels x rows x columns)
+// sum them unrolled, a depthwise 3x3 or 5x5 among them.
+constexpr int64_t kMaxUnrolledTaps = 32;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -556,6 +559,11 @@ class RowConv {
     if (conv_.epilogue.empty() || !StrideAndBase()) return {};
     PrimExpr lo = arith::Min(First(I(0)), conv_.width);
     PrimExpr hi = arith::Max(End(I(conv_.taps_w - 1)), lo);
+    if (conv_.cg * conv_.taps_h * conv_.taps_w <= kMaxUnrolledTaps) {
+      return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                  Loop(conv_.m, conv_.channels, ForKind::kParallel,
+                       Loop(conv_.oh, conv_.height, ForKind::kSerial, UnrolledRow(lo, hi))));
+    }
     // Two vectors per tile, one on a narrow row, in place on a very narrow one.
     Stmt inside = ir::IfThenElse(
         Le(I(lanes_), hi - lo), Tiles(lo, hi, acc_),
@@ -628,6 +636,54 @@ class RowConv {
     return ir::Seq(stores);
   }
 
+  // A row with few taps (a depthwise 3x3 has 9): every column sums its taps unrolled, one
+  // vector of columns at a time where all taps lie inside the input; the edge columns, and
+  // rows whose taps leave the input, check each tap and run one column at a time.
+  Stmt UnrolledRow(const PrimExpr& lo, const PrimExpr& hi) const {
+    auto columns = [&](const PrimExpr& begin, const PrimExpr& end, ForKind kind, Stmt body) {
+      return ir::For(ow_, begin, end - begin, kind, std::move(body));
+    };
+    Stmt inside = ir::Seq({columns(I(0), lo, ForKind::kSerial, CheckedColumn()),
+                           columns(lo, hi, ForKind::kVectorized, UncheckedColumn()),
+                           columns(hi, conv_.width, ForKind::kSerial, CheckedColumn())});
+    if (!conv_.row_ok) return inside;
+    PrimExpr rows_inside = And(Replace(conv_.row_ok, {conv_.kh}, {I(0)}),
+                               Replace(conv_.row_ok, {conv_.kh}, {I(conv_.taps_h - 1)}));
+    return ir::IfThenElse(rows_inside, inside,
+                          columns(I(0), conv_.width, ForKind::kSerial, CheckedColumn()));
+  }
+
+  // Calls `tap(product, kh, kw)` for every tap, in (c, kh, kw) order.
+  void ForEachTap(const std::function<void(PrimExpr, int64_t, int64_t)>& tap) const {
+    for (int64_t c = 0; c < conv_.cg; ++c) {
+      for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+        for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+          tap(Replace(Product(ow_), {c_, kh_, kw_}, {I(c), I(kh), I(kw)}), kh, kw);
+        }
+      }
+    }
+  }
+
+  Stmt UncheckedColumn() const {
+    PrimExpr sum = arith::FloatImm(0);
+    ForEachTap([&](PrimExpr product, int64_t, int64_t) { sum = sum + product; });
+    return Epilogue(ow_, arith::Cast(conv_.acc_t, sum));
+  }
+
+  Stmt CheckedColumn() const {
+    PrimExpr acc = arith::Load(one_, {I(0)});
+    std::vector<Stmt> stmts = {ir::Store(one_, {I(0)}, arith::FloatImm(0))};
+    ForEachTap([&](PrimExpr product, int64_t kh, int64_t kw) {
+      PrimExpr inside =
+          And(conv_.row_ok ? Replace(conv_.row_ok, {conv_.kh}, {I(kh)}) : nullptr,
+              conv_.col_ok ? Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow_, I(kw)}) : nullptr);
+      Stmt add = ir::Store(one_, {I(0)}, acc + product);
+      stmts.push_back(inside ? ir::IfThenElse(inside, add) : add);
+    });
+    stmts.push_back(Epilogue(ow_, arith::Cast(conv_.acc_t, acc)));
+    return ir::Allocate(one_, ir::Seq(stmts));
+  }
+
   // Columns [begin, end) accumulated in out, in place (every epilogue statement stores to
   // the element it reads).
   Stmt InPlace(const PrimExpr& begin, const PrimExpr& end) const {
@@ -663,6 +719,7 @@ class RowConv {
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_)});
   Buffer half_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_ / 2)});
+  Buffer one_ = arith::MakeBuffer("acc", DataType::Float(32), {I(1)});
 };
 
 }  // namespace

@@ -152,6 +152,15 @@ std::vector<ConvCase> Cases() {
        .k = 3,
        .group = 11,
        .pads = {1, 1, 1, 1}},
+      // Every row and column near an edge: taps checked one by one on most of the plane.
+      {.name = "depthwise_5x5_small_plane",
+       .c = 6,
+       .m = 6,
+       .h = 5,
+       .w = 7,
+       .k = 5,
+       .group = 6,
+       .pads = {2, 1, 2, 3}},
   };
 }
 
@@ -164,6 +173,15 @@ TEST_P(ScheduleConvTest, ConvIsTiledWithWeightsPackedAtCompileTime) {
   EXPECT_NE(kernels.find("w_packed: f32["), std::string::npos) << kernels;
   EXPECT_EQ(kernels.find("alloc packed_w"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
+}
+
+// A depthwise conv sums its nine taps unrolled: no loop over taps is left in the kernel.
+TEST_P(ScheduleConvTest, DepthwiseConvSumsItsTapsUnrolled) {
+  ConvCase depthwise{
+      .name = "dw", .c = 11, .m = 11, .h = 7, .w = 20, .k = 3, .group = 11, .pads = {1, 1, 1, 1}};
+  std::string kernels = ScheduledKernels(depthwise.Model(), GetParam());
+  EXPECT_NE(kernels.find("vectorized"), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("for rkw"), std::string::npos) << kernels;
 }
 
 // Weights given at run time are packed by the kernel, per block of output channels.
