@@ -338,14 +338,18 @@ class ConvTiler {
           OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w), ForKind::kVectorized);
       return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
     }
-    // A tap that falls in the padding for some columns: each column whose tap is inside runs
-    // its own channel loop, so no branch or select sits in a channel loop.
-    Stmt update = Loop(lane_, I(lanes_), ForKind::kVectorized,
-                       ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w));
+    // A tap that falls in the padding for some columns: those columns keep their sum (a
+    // select on a condition fixed for the loop; x read at an index clamped into the input),
+    // so the whole tile still shares one channel loop.
     PrimExpr ow = arith::Min(Ow(), conv_.width - I(1));
     PrimExpr inside = Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow, kw_});
-    return Loop(col_, I(cols_), ForKind::kUnrolled,
-                ir::IfThenElse(inside, Loop(c_, I(conv_.cg), ForKind::kSerial, update)));
+    PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {ow, kw_});
+    iw = arith::Min(arith::Max(iw, I(0)), conv_.x->shape[3] - I(1));
+    PrimExpr ih = Replace(conv_.x_indices[2], {conv_.kh}, {kh_});
+    PrimExpr x = arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
+    Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, arith::Select(inside, acc + x * w, acc)),
+                           ForKind::kVectorized);
+    return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
   }
 
   // Tap kw lies inside the input for every (clamped) column of the tile: it does at the first
