@@ -42,6 +42,9 @@ using ir::StmtNode;
 // Convolutions the row form takes with at most this many taps (channels x rows x columns)
 // sum them unrolled, a depthwise 3x3 or 5x5 among them.
 constexpr int64_t kMaxUnrolledTaps = 32;
+// The narrowest register tile that keeps the FMA units busy: its 2 x columns accumulator
+// chains cover the FMA latency (4 cycles, 2 per cycle).
+constexpr int64_t kMinTileColumns = 4;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -248,8 +251,7 @@ class ConvTiler {
         BlockChannel(conv_.channels->int_value, in_channels->int_value);
     if (!channel) return {};
     channel_ = *channel;
-    Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kParallel,
-                     Loop(owt_, CeilDiv(conv_.width, cols_), ForKind::kSerial, Tile()));
+    Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kParallel, Columns());
     Stmt block = weights_ ? rows : ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
                 Loop(ocb_, CeilDiv(conv_.channels, lanes_), ForKind::kSerial, block));
@@ -293,7 +295,14 @@ class ConvTiler {
   }
   PrimExpr M() const { return conv_.channels; }
   PrimExpr Oc() const { return ocb_ * I(lanes_) + lane_; }
-  PrimExpr Ow() const { return owt_ * I(cols_) + col_; }
+  // The tile's first column: tile owt, or the last tile moved back to end at the row's end
+  // (recomputing a few columns, the same values again) so that it is whole; a row narrower
+  // than a tile starts it at 0 and clamps.
+  PrimExpr First() const {
+    if (first_) return first_;
+    return arith::Min(owt_ * I(cols_), arith::Max(conv_.width - I(cols_), I(0)));
+  }
+  PrimExpr Ow() const { return First() + col_; }
   // The row of the packed weights: taps outermost, so the channel loop reads them in order.
   PrimExpr Tap(const PrimExpr& c, const PrimExpr& kh, const PrimExpr& kw) const {
     return (kh * I(conv_.taps_w) + kw) * I(conv_.cg) + c;
@@ -355,7 +364,7 @@ class ConvTiler {
   // Tap kw lies inside the input for every (clamped) column of the tile: it does at the first
   // and the last column (the input column grows with the output column).
   PrimExpr TapInside() const {
-    PrimExpr first = owt_ * I(cols_);
+    PrimExpr first = First();
     PrimExpr last = arith::Min(first + I(cols_ - 1), conv_.width - I(1));
     return And(Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {first, kw_}),
                Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {last, kw_}));
@@ -377,7 +386,7 @@ class ConvTiler {
   // the first column's first tap and the last column's last tap (the input column grows with
   // both), and the tile ends inside the output.
   PrimExpr Interior() const {
-    PrimExpr first = owt_ * I(cols_);
+    PrimExpr first = First();
     PrimExpr last = first + I(cols_ - 1);
     PrimExpr full = Le(first + I(cols_), conv_.width);
     if (!conv_.col_ok) return full;
@@ -405,6 +414,27 @@ class ConvTiler {
     return ir::IfThenElse(And(Lt(Oc(), M()), Lt(Ow(), conv_.width)), ir::Seq(stores));
   }
 
+  // The row's tiles of P columns; when at most kMinTileColumns columns are left over, a tile
+  // of kMinTileColumns ends the row instead of a whole P-column tile (7 columns in tiles of
+  // 6: 6 + 4 computed, not 12).
+  Stmt Columns() const {
+    PrimExpr all = CeilDiv(conv_.width, cols_);
+    if (cols_ <= kMinTileColumns) return Loop(owt_, all, ForKind::kSerial, Tile());
+    PrimExpr left = arith::FloorMod(conv_.width, I(cols_));
+    PrimExpr narrow = And(Lt(I(0), left), Le(left, I(kMinTileColumns)));
+    if (const auto& w = conv_.width; w->kind == ExprKind::kIntImm) {
+      int64_t n = w->int_value % cols_;
+      if (n == 0 || n > kMinTileColumns) return Loop(owt_, all, ForKind::kSerial, Tile());
+    }
+    ConvTiler last = *this;
+    last.cols_ = kMinTileColumns;
+    last.first_ = arith::Max(conv_.width - I(kMinTileColumns), I(0));
+    last.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(kMinTileColumns), I(lanes_)});
+    PrimExpr whole = arith::FloorDiv(conv_.width, I(cols_));
+    return ir::Seq({Loop(owt_, arith::Select(narrow, whole, all), ForKind::kSerial, Tile()),
+                    ir::IfThenElse(narrow, last.Tile())});
+  }
+
   Stmt Tile() const {
     Stmt zero = OverTile(ir::Store(acc_, {col_, lane_}, arith::FloatImm(0)));
     Stmt reduce = ir::IfThenElse(Interior(), Reduce(false), Reduce(true));
@@ -413,7 +443,8 @@ class ConvTiler {
 
   const Conv& conv_;
   const int64_t lanes_;  // OCB: output channels per block, two vectors of f32
-  const int64_t cols_;   // P: output columns per register tile
+  int64_t cols_;         // P: output columns per register tile
+  PrimExpr first_;       // set for the one narrower tile that ends a row (Columns)
   PrimExpr channel_;
   PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt");
   PrimExpr col_ = arith::MakeVar("col"), lane_ = arith::MakeVar("lane");
