@@ -51,6 +51,8 @@ constexpr int64_t kBlockDepth = 256;
 // Columns per parallel task; their packed block (kBlockDepth x 128 floats, 128 KiB) stays in
 // L2 while every row tile of A passes over it.
 constexpr int64_t kBlockCols = 128;
+// Row tiles per parallel task: a group of 32 x MR rows shares one packed block of B.
+constexpr int64_t kGroupTiles = 32;
 // Rows per register tile (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit
 // the vector registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
 int64_t TileRows(const ir::Target& target) {
@@ -175,7 +177,14 @@ class MatmulTiler {
     Stmt blocks =
         Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, ir::Seq({PackB(), ComputeTiles()}));
     if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
-    return Loop(jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel, ir::Allocate(packed_, blocks));
+    // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
+    // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work. Each group packs
+    // its own B block again, which costs under 1% of its products.
+    PrimExpr groups = CeilDiv(M(), kGroupTiles * rows_);
+    Stmt task =
+        ir::Let(jc_, arith::FloorDiv(task_, groups),
+                ir::Let(group_, arith::FloorMod(task_, groups), ir::Allocate(packed_, blocks)));
+    return Loop(task_, CeilDiv(N(), kBlockCols) * groups, ForKind::kParallel, task);
   }
 
  private:
@@ -280,11 +289,15 @@ class MatmulTiler {
     return ir::IfThenElse(last_block, store(StoreAndFinish(m_, Row(), Col(), acc)), partial);
   }
 
+  // The row tiles of this task's group.
   Stmt ComputeTiles() const {
     Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(kBlockCols) + jp_ * I(cols_), N()), Tile());
-    return Loop(it_, CeilDiv(M(), rows_), ForKind::kSerial,
-                pack_a_ ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
-                        : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix));
+    Stmt tile_row = pack_a_
+                        ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
+                        : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix);
+    PrimExpr first = group_ * I(kGroupTiles);
+    PrimExpr tiles = arith::Min(I(kGroupTiles), CeilDiv(M(), rows_) - first);
+    return ir::For(it_, first, tiles, ForKind::kSerial, tile_row);
   }
 
   const Matmul& m_;
@@ -294,6 +307,7 @@ class MatmulTiler {
   PrimExpr jc_ = arith::MakeVar("jc"), kc_ = arith::MakeVar("kc"), jp_ = arith::MakeVar("jp");
   PrimExpr kk_ = arith::MakeVar("kk"), jj_ = arith::MakeVar("jj"), it_ = arith::MakeVar("it");
   PrimExpr ii_ = arith::MakeVar("ii");
+  PrimExpr task_ = arith::MakeVar("task"), group_ = arith::MakeVar("group");
   Buffer packed_ = arith::MakeBuffer("packed_b", DataType::Float(32),
                                      {I(kBlockCols / cols_), I(kBlockDepth), I(cols_)});
   Buffer packed_a_ = arith::MakeBuffer("packed_a", DataType::Float(32), {I(kBlockDepth), I(rows_)});
