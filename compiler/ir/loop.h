@@ -96,8 +96,10 @@ inline constexpr char kShapeError[] = "kiln.shape_error";
 // (index, size, input: i32, dim: i32, wrap: i32 0 or 1) -> i64 is index (plus size where wrap and
 // index < 0) when that lies in [0, size). Otherwise the kernel reports the raw index through
 // KilnEnv::index_error (input: the graph input it was read from or -1; dim: the indexed
-// dimension or -1 for a flat index; <op> names the op in the message) and returns at once.
+// dimension, -1 for a flat index or kCheckSequenceLength for a length valid in [0, size - 1];
+// <op> names the op in the message) and returns at once.
 inline constexpr char kCheckIndex[] = "kiln.check_index";
+inline constexpr int kCheckSequenceLength = -2;  // KILN_INDEX_SEQUENCE_LENGTH
 // The callee name of a check for op `op`, and whether `name` is one.
 inline std::string CheckIndexName(const std::string& op) {
   return std::string(kCheckIndex) + "." + op;

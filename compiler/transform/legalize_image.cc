@@ -128,8 +128,8 @@ absl::StatusOr<Stmt> CumSumBody(const KernelContext& k) {
 
 // ---- reverse_sequence ------------------------------------------------------------------
 
-// Reverses the first sequence_lens[b] steps along time_axis of each batch entry b; the
-// length is clamped to the time axis so that no load leaves the input.
+// Reverses the first sequence_lens[b] steps along time_axis of each batch entry b; a length
+// outside [0, steps] fails the call, as in the reference.
 Stmt ReverseSequenceBody(const KernelContext& k) {
   const Buffer& x = k.inputs[0];
   const Buffer& lens = k.inputs[1];
@@ -137,9 +137,7 @@ Stmt ReverseSequenceBody(const KernelContext& k) {
   int64_t time_axis = op::GetIntAttr(k.call.attrs, "time_axis", 0);
   PrimExpr steps = x->shape[time_axis];
   return Compute(k.out, [&](const Indices& idx) {
-    PrimExpr len = arith::Load(lens, {idx[batch_axis]});
-    if (len->dtype != DataType::Int()) len = arith::Cast(DataType::Int(), len);
-    len = Clamp(len, Int(0), steps);
+    PrimExpr len = CheckedSequenceLength(k, 1, arith::Load(lens, {idx[batch_axis]}), steps);
     PrimExpr t = idx[time_axis];
     Indices at = idx;
     at[time_axis] = arith::Select(Cmp(ExprKind::kLT, t, len), len - Int(1) - t, t);

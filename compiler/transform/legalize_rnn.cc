@@ -6,6 +6,7 @@
 #include "compiler/arith/check.h"
 #include "compiler/op/op_def.h"
 #include "compiler/transform/legalize_kernels.h"
+#include "compiler/transform/legalize_tensor_util.h"
 
 namespace kiln::transform {
 namespace {
@@ -190,7 +191,8 @@ class Recurrent {
           return ir::Store(k_.outs[s + 1], StateAt(d, b, j), state[j]);
         }));
       }
-      PrimExpr len_value = lens_ ? arith::Cast(DataType::Int(), arith::Load(lens_, {b})) : seq_;
+      PrimExpr len_value =
+          lens_ ? CheckedSequenceLength(k_, 4, arith::Load(lens_, {b}), seq_) : seq_;
       // Scratch rows are per batch row, so that rows are independent (and may run in
       // parallel).
       Stmt per_row = ir::Let(len, len_value, ir::Seq(row));

@@ -282,8 +282,8 @@ absl::StatusOr<Stmt> StftBody(const KernelContext& k) {
 // out[j, i]: triangular filter i at spectrogram bin j, with the reference's band edges
 // (float32 mel values, then double; interp/reduce_signal.cc). Each element is independent:
 // the rising side on [left, center] (1 at center when left == center), overwritten by the
-// falling side on [center, right). Edges outside the output touch nothing here, where the
-// reference reports them.
+// falling side on [center, right). A filter that would touch a bin outside the output fails
+// the call first, as the reference does ("mel band edge out of range").
 absl::StatusOr<Stmt> MelWeightMatrixBody(const KernelContext& k) {
   const DataType f32 = DataType::Float(32), i64 = DataType::Int(64);
   PrimExpr bins = CastIfNeeded(i64, ScalarOperand(k, 0));
@@ -296,41 +296,65 @@ absl::StatusOr<Stmt> MelWeightMatrixBody(const KernelContext& k) {
     PrimExpr log10 = Div(arith::Call(kF64, "log", {ratio}), DoubleImm(std::log(10.0)));
     return f32_imm(2595) * arith::Cast(f32, log10);
   };
-  PrimExpr low_var = arith::MakeVar("low", f32), step_var = arith::MakeVar("step", f32);
   PrimExpr high = mel(ScalarOperand(k, 4));
-  PrimExpr step = Div(high - low_var, arith::Cast(f32, bins + I(2)));
-  auto edge = [&](PrimExpr e) {
-    PrimExpr exponent =
-        Div(arith::Cast(kF64, e) * arith::Cast(kF64, step_var) + arith::Cast(kF64, low_var),
-            DoubleImm(2595));
-    PrimExpr hz =
-        DoubleImm(700) * (arith::Call(kF64, "pow", {DoubleImm(10), exponent}) - DoubleImm(1));
-    PrimExpr scaled = Div(arith::Cast(kF64, dft_length + I(1)) * hz, arith::Cast(kF64, rate));
-    return arith::Cast(i64, arith::Call(kF64, "floor", {scaled}));
-  };
-  return LoopNest(k.out->shape, "e", [&](const Indices& idx) {
-    PrimExpr j = idx[0], i = idx[1];
+  // `body` of filter i's edges (left, center, right), each bound once in fresh variables.
+  auto with_edges = [&](PrimExpr i, const std::function<Stmt(PrimExpr, PrimExpr, PrimExpr)>& body) {
+    PrimExpr low_var = arith::MakeVar("low", f32), step_var = arith::MakeVar("step", f32);
+    PrimExpr step = Div(high - low_var, arith::Cast(f32, bins + I(2)));
+    auto edge = [&](PrimExpr e) {
+      PrimExpr exponent =
+          Div(arith::Cast(kF64, e) * arith::Cast(kF64, step_var) + arith::Cast(kF64, low_var),
+              DoubleImm(2595));
+      PrimExpr hz =
+          DoubleImm(700) * (arith::Call(kF64, "pow", {DoubleImm(10), exponent}) - DoubleImm(1));
+      PrimExpr scaled = Div(arith::Cast(kF64, dft_length + I(1)) * hz, arith::Cast(kF64, rate));
+      return arith::Cast(i64, arith::Call(kF64, "floor", {scaled}));
+    };
     PrimExpr left = arith::MakeVar("left", i64), center = arith::MakeVar("center", i64),
              right = arith::MakeVar("right", i64);
-    auto ratio = [](PrimExpr num, PrimExpr den) {
-      return Div(arith::Cast(kF64, num), arith::Cast(kF64, den));
-    };
-    PrimExpr rising =
-        arith::Select(Cmp(ExprKind::kEQ, center, left),
-                      arith::Select(Cmp(ExprKind::kEQ, j, center), DoubleImm(1), DoubleImm(0)),
-                      arith::Select(arith::Binary(ExprKind::kAnd, Cmp(ExprKind::kLE, left, j),
-                                                  Cmp(ExprKind::kLE, j, center)),
-                                    ratio(j - left, center - left), DoubleImm(0)));
-    PrimExpr value = arith::Select(
-        arith::Binary(ExprKind::kAnd, Cmp(ExprKind::kLE, center, j), Cmp(ExprKind::kLT, j, right)),
-        ratio(right - j, right - center), rising);
-    Stmt store = ir::Store(k.out, idx, CastIfNeeded(k.out->dtype, value));
-    store = ir::Let(right, edge(i + I(2)), store);
-    store = ir::Let(center, edge(i + I(1)), store);
-    store = ir::Let(left, edge(i), store);
-    store = ir::Let(step_var, step, store);
-    return ir::Let(low_var, mel(ScalarOperand(k, 3)), store);
+    Stmt s = body(left, center, right);
+    s = ir::Let(right, edge(i + I(2)), s);
+    s = ir::Let(center, edge(i + I(1)), s);
+    s = ir::Let(left, edge(i), s);
+    s = ir::Let(step_var, step, s);
+    return ir::Let(low_var, mel(ScalarOperand(k, 3)), s);
+  };
+  // The lowest and highest bins filter i touches; an out-of-range one is reported (as an index
+  // the model computed), else 0 is checked.
+  PrimExpr spectrogram_bins = k.out->shape[0];
+  Stmt check_edges = Loop("i", k.out->shape[1], [&](PrimExpr i) {
+    return with_edges(i, [&](PrimExpr left, PrimExpr center, PrimExpr right) {
+      PrimExpr rises = Cmp(ExprKind::kLE, left, center), falls = Cmp(ExprKind::kLT, center, right);
+      PrimExpr lowest = arith::Select(rises, left, center);
+      PrimExpr highest = arith::Select(falls, right - I(1), center);
+      PrimExpr outside = arith::Select(
+          Cmp(ExprKind::kLT, lowest, I(0)), lowest,
+          arith::Select(Cmp(ExprKind::kGE, highest, spectrogram_bins), highest, I(0)));
+      PrimExpr touched = arith::Binary(ExprKind::kOr, rises, falls);
+      return ir::Evaluate(CheckedIndex(k, k.call.args.size(), arith::Select(touched, outside, I(0)),
+                                       spectrogram_bins,
+                                       /*dim=*/-1, /*wrap=*/false));
+    });
   });
+  Stmt fill = LoopNest(k.out->shape, "e", [&](const Indices& idx) {
+    PrimExpr j = idx[0], i = idx[1];
+    return with_edges(i, [&](PrimExpr left, PrimExpr center, PrimExpr right) {
+      auto ratio = [](PrimExpr num, PrimExpr den) {
+        return Div(arith::Cast(kF64, num), arith::Cast(kF64, den));
+      };
+      PrimExpr rising =
+          arith::Select(Cmp(ExprKind::kEQ, center, left),
+                        arith::Select(Cmp(ExprKind::kEQ, j, center), DoubleImm(1), DoubleImm(0)),
+                        arith::Select(arith::Binary(ExprKind::kAnd, Cmp(ExprKind::kLE, left, j),
+                                                    Cmp(ExprKind::kLE, j, center)),
+                                      ratio(j - left, center - left), DoubleImm(0)));
+      PrimExpr value = arith::Select(arith::Binary(ExprKind::kAnd, Cmp(ExprKind::kLE, center, j),
+                                                   Cmp(ExprKind::kLT, j, right)),
+                                     ratio(right - j, right - center), rising);
+      return ir::Store(k.out, idx, CastIfNeeded(k.out->dtype, value));
+    });
+  });
+  return ir::Seq({check_edges, fill});
 }
 
 }  // namespace

@@ -57,6 +57,12 @@ PrimExpr CheckedIndex(const KernelContext& k, size_t arg, PrimExpr index, PrimEx
        arith::IntImm(wrap ? 1 : 0, arith::DataType::Int(32))});
 }
 
+PrimExpr CheckedSequenceLength(const KernelContext& k, size_t arg, PrimExpr length,
+                               PrimExpr steps) {
+  return CheckedIndex(k, arg, length, steps + arith::IntImm(1), ir::intrinsic::kCheckSequenceLength,
+                      false);
+}
+
 PrimExpr ScalarOperand(const KernelContext& k, size_t i) {
   const ir::ExprNode& arg = *k.call.args[i];
   if (arg.kind == ir::ExprKind::kShapeExpr) return arg.values[0];

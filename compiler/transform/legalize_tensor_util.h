@@ -33,6 +33,10 @@ arith::PrimExpr WrapIndex(arith::PrimExpr index, arith::PrimExpr dim);
 // i64, for use in a load or store.
 arith::PrimExpr CheckedIndex(const KernelContext& k, size_t arg, arith::PrimExpr index,
                              arith::PrimExpr size, int dim, bool wrap);
+// A sequence length read at run time from call.args[arg], checked to lie in [0, steps]: the
+// kernel reports one out of range, naming the input, and stops. Gives the length as i64.
+arith::PrimExpr CheckedSequenceLength(const KernelContext& k, size_t arg, arith::PrimExpr length,
+                                      arith::PrimExpr steps);
 // A per-tensor or per-slice quantization parameter at slice `pos`, as the reference's
 // ParamAt: a parameter of one element is read at 0 whatever its rank.
 arith::PrimExpr ParamAt(const arith::Buffer& p, arith::PrimExpr pos);

@@ -143,7 +143,9 @@ absl::StatusOr<Stmt> UniqueSelectBody(const KernelContext& k) {
 
 // ---- non_max_suppression_select ----------------------------------------------------------
 
-enum NmsSlot : int64_t { kRows, kCandidates, kKept, kRank, kSuppressed, kNmsSlots };
+enum NmsSlot : int64_t { kRows, kCandidates, kKept, kRank, kSuppressed, kMaxKept, kNmsSlots };
+// The thresholds, read once (double).
+enum NmsThreshold : int64_t { kIou, kScore, kNmsThresholds };
 
 // One box as corners (y1, x1, y2, x2) in double, from [y1, x1, y2, x2] in either order or
 // from [x_center, y_center, width, height].
@@ -175,15 +177,25 @@ PrimExpr OverlapsAbove(const Corners& p, const Corners& q, const PrimExpr& thres
   return Gt(arith::Select(defined, ratio, zero), threshold);
 }
 
-// A scalar operand that may be omitted (or given empty, as the reference allows), read as
-// type t.
-PrimExpr OptionalScalar(const KernelContext& k, size_t arg, DataType t, PrimExpr fallback) {
+// Whether optional operand `arg` is given and not empty (known at run time only where its
+// shape is symbolic).
+PrimExpr Given(const KernelContext& k, size_t arg) {
   const Buffer* b = OptionalInput(k, arg);
-  if (!b) return fallback;
-  for (const PrimExpr& d : (*b)->shape) {
-    if (d->is_const_int(0)) return fallback;
-  }
-  return CastIfNeeded(t, ScalarOperand(k, arg));
+  if (!b) return arith::IntImm(0, DataType::Bool());
+  PrimExpr size = Int(1);
+  for (const PrimExpr& d : (*b)->shape) size = size * d;
+  return Gt(size, Int(0));
+}
+
+// Stores scalar operand `arg` (as dst's dtype) at dst[slot], or `fallback` where it is omitted
+// or given empty, as the reference reads it; it is read only when it is not empty.
+Stmt ReadOptionalScalar(const KernelContext& k, size_t arg, const Buffer& dst, int64_t slot,
+                        PrimExpr fallback) {
+  Stmt use_fallback = ir::Store(dst, {Int(slot)}, fallback);
+  if (!OptionalInput(k, arg)) return use_fallback;
+  return ir::IfThenElse(
+      Given(k, arg), ir::Store(dst, {Int(slot)}, CastIfNeeded(dst->dtype, ScalarOperand(k, arg))),
+      use_fallback);
 }
 
 // non_max_suppression_select(boxes, scores, max_output, iou_threshold, score_threshold)
@@ -198,19 +210,26 @@ absl::StatusOr<Stmt> NonMaxSuppressionSelectBody(const KernelContext& k) {
   const Buffer &boxes = k.inputs[0], &scores = k.inputs[1], &rows = k.outs[0];
   bool center = op::GetIntAttr(k.call.attrs, "center_point_box", 0) != 0;
   DataType f64 = DataType::Float(64);
-  PrimExpr max_kept = OptionalScalar(k, 2, kI64, Int(0));
-  PrimExpr iou_threshold = OptionalScalar(k, 3, f64, DoubleImm(0));
-  const Buffer* score_threshold = OptionalInput(k, 4);
   PrimExpr batches = boxes->shape[0], classes = scores->shape[1], n = boxes->shape[1];
   Slots slots(kNmsSlots);
+  Buffer thresholds = arith::MakeBuffer("thresholds", f64, {Int(kNmsThresholds)});
+  Stmt read_params = ir::Seq({
+      ReadOptionalScalar(k, 2, slots.buffer, kMaxKept, Int(0)),
+      ReadOptionalScalar(k, 3, thresholds, kIou, DoubleImm(0)),
+      ReadOptionalScalar(k, 4, thresholds, kScore, DoubleImm(0)),
+  });
+  PrimExpr max_kept = slots[kMaxKept];
+  PrimExpr iou_threshold = arith::Load(thresholds, {Int(kIou)});
+  PrimExpr has_score_threshold = Given(k, 4);
   PrimExpr b = arith::MakeVar("b"), c = arith::MakeVar("c");
   PrimExpr i = arith::MakeVar("i"), j = arith::MakeVar("j");
   auto score = [&](const PrimExpr& box) {
     return CastIfNeeded(f64, arith::Load(scores, {b, c, box}));
   };
   auto candidate = [&](const PrimExpr& box) {
-    if (!score_threshold) return arith::IntImm(1, DataType::Bool());
-    return Gt(score(box), OptionalScalar(k, 4, f64, DoubleImm(0)));
+    if (has_score_threshold->is_const_int(0)) return arith::IntImm(1, DataType::Bool());
+    return Or(arith::Not(has_score_threshold),
+              Gt(score(box), arith::Load(thresholds, {Int(kScore)})));
   };
   PrimExpr base = slots[kRows];
   auto listed = [&](const PrimExpr& pos) { return arith::Load(rows, {base + pos, Int(2)}); };
@@ -245,9 +264,10 @@ absl::StatusOr<Stmt> NonMaxSuppressionSelectBody(const KernelContext& k) {
       Serial(i, n, select),
       slots.Add(kRows, kept),
   });
-  return ir::Allocate(slots.buffer, ir::Seq({slots.Set(kRows, Int(0)),
-                                             Serial(b, batches, Serial(c, classes, per_class)),
-                                             ir::Store(k.outs[1], {}, slots[kRows])}));
+  Stmt body = ir::Seq({read_params, slots.Set(kRows, Int(0)),
+                       Serial(b, batches, Serial(c, classes, per_class)),
+                       ir::Store(k.outs[1], {}, slots[kRows])});
+  return ir::Allocate(slots.buffer, ir::Allocate(thresholds, body));
 }
 
 }  // namespace

@@ -140,7 +140,18 @@ void CallEnv::IndexError(void* self, int32_t input, int32_t dim, int64_t index, 
   range += std::to_string(size);
   std::string where = op_name + (dim >= 0 ? " axis " + std::to_string(dim) : "");
   const auto& inputs = call->signature_.inputs;
-  if (input < 0 || input >= static_cast<int32_t>(inputs.size())) {
+  bool named = input >= 0 && input < static_cast<int32_t>(inputs.size());
+  if (dim == KILN_INDEX_SEQUENCE_LENGTH) {
+    // A length, valid in [0, size - 1]: "input 'sequence_lens' holds 9, more than the
+    // sequence length 5 (reverse_sequence)".
+    std::string what = index < 0 ? ", a negative length"
+                                 : ", more than the sequence length " + std::to_string(size - 1);
+    call->Report((named ? TensorLabel(false, inputs[input].name) + " holds "
+                        : "op " + op_name + ": the model computed length ") +
+                 std::to_string(index) + what + (named ? " (" + op_name + ")" : ""));
+    return;
+  }
+  if (!named) {
     call->Report("op " + op_name + ": index " + std::to_string(index) +
                  " (computed by the model) out of range for " + range);
     return;

@@ -23,6 +23,8 @@ extern "C" {
 #define KILN_SHAPE_ERROR_BOUND 2
 #define KILN_SHAPE_ERROR_VALUE 3
 #define KILN_SHAPE_ERROR_NO_DATA 4
+/* The `dim` of an index_error that reports a sequence length rather than an index. */
+#define KILN_INDEX_SEQUENCE_LENGTH -2
 
 /* Services the runtime provides to generated code. */
 typedef struct KilnEnv {
@@ -49,7 +51,8 @@ typedef struct KilnEnv {
                           void* closure);
   /* A kernel of op `op` (e.g. "gather") read index `index` from a tensor at run time, and it
    * is out of range for dimension `dim` (of size `size`) of the tensor it indexes; dim is -1
-   * for an index into the flattened tensor. `input` is the input the index came from, or -1
+   * for an index into the flattened tensor, KILN_INDEX_SEQUENCE_LENGTH for a sequence length
+   * (valid in [0, size - 1]). `input` is the input the index came from, or -1
    * when the model computed it. The kernel stops without touching memory at that index; the
    * rest of the run goes on, so the entry point may still return 0: a call that reported an
    * index error has failed whatever it returns. (Added in ABI version 3.) */
