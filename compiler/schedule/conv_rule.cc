@@ -759,18 +759,18 @@ class RowConv {
 
 }  // namespace
 
-std::optional<ConvSchedule> ScheduleConv(const Stmt& body, const ir::Target& target,
-                                         const ConstantOf& constant_of) {
+std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& target,
+                                            const ConstantOf& constant_of) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
   if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
-    return ConvSchedule{TileMatmul(*m, target), std::nullopt};
+    return TileMatmul(*m, target);
   }
   ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr);
   std::optional<Stmt> tiled = tiler.Build();
-  if (tiled) return ConvSchedule{*tiled, tiler.Packed()};
+  if (tiled) return ScheduledKernel{*tiled, tiler.Packed()};
   std::optional<Stmt> row = RowConv(*conv, target).Build();
-  if (row) return ConvSchedule{*row, std::nullopt};
+  if (row) return ScheduledKernel{*row, std::nullopt};
   return std::nullopt;
 }
 

@@ -60,6 +60,9 @@ int64_t TileRows(const ir::Target& target) {
   return (registers - 3) / 2;
 }
 
+// Columns per register tile (NR): two vectors of f32.
+int64_t PanelColumns(const ir::Target& target) { return 2 * std::max(4, target.vector_bits / 32); }
+
 bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
   for (const PrimExpr& v : arith::FreeVars(e)) {
     if (v.get() == var.get()) return true;
@@ -170,20 +173,20 @@ Stmt StoreAndFinish(const Matmul& m, const PrimExpr& row, const PrimExpr& col, P
 class MatmulTiler {
  public:
   MatmulTiler(const Matmul& m, const ir::Target& target)
-      : m_(m), cols_(2 * std::max(4, target.vector_bits / 32)), rows_(TileRows(target)) {}
+      : m_(m), cols_(PanelColumns(target)), rows_(TileRows(target)) {}
 
   // One batch element's product; the batch loops' variables are free in it.
   Stmt Build() {
-    Stmt blocks =
-        Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, ir::Seq({PackB(), ComputeTiles()}));
+    Stmt block = m_.b_packed ? ComputeTiles() : ir::Seq({PackB(), ComputeTiles()});
+    Stmt blocks = Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, block);
     if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
     // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
     // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work. Each group packs
     // its own B block again, which costs under 1% of its products.
     PrimExpr groups = CeilDiv(M(), kGroupTiles * rows_);
-    Stmt task =
-        ir::Let(jc_, arith::FloorDiv(task_, groups),
-                ir::Let(group_, arith::FloorMod(task_, groups), ir::Allocate(packed_, blocks)));
+    Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups),
+                        ir::Let(group_, arith::FloorMod(task_, groups),
+                                m_.b_packed ? blocks : ir::Allocate(packed_, blocks)));
     return Loop(task_, CeilDiv(N(), kBlockCols) * groups, ForKind::kParallel, task);
   }
 
@@ -261,7 +264,8 @@ class MatmulTiler {
     PrimExpr a =
         pack_a_ ? arith::Load(packed_a_, {kk_, ii_})
                 : Replace(m_.a_load, {m_.i.var, m_.k}, {arith::Min(Row(), M() - I(1)), Depth(kk_)});
-    PrimExpr b = arith::Load(packed_, {jp_, kk_, jj_});
+    PrimExpr b = m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj_})
+                             : arith::Load(packed_, {jp_, kk_, jj_});
     Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial,
                        OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized));
     return ir::Allocate(acc_, ir::Seq({LoadTile(), update, StoreTile(acc)}));
@@ -318,8 +322,7 @@ class MatmulTiler {
 // time, no packing and no row tile.
 class MatvecTiler {
  public:
-  MatvecTiler(const Matmul& m, const ir::Target& target)
-      : m_(m), cols_(2 * std::max(4, target.vector_bits / 32)) {}
+  MatvecTiler(const Matmul& m, const ir::Target& target) : m_(m), cols_(PanelColumns(target)) {}
 
   // One batch element's product; the batch loops' variables are free in it.
   Stmt Build() const {
@@ -342,6 +345,7 @@ class MatvecTiler {
     Buffer acc = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_)});
     PrimExpr a = Replace(m_.a_load, {m_.i.var, m_.k}, {I(0), k});
     PrimExpr b = Replace(m_.b_load, {m_.k, m_.j.var}, {k, base + uj});
+    if (m_.b_packed) b = arith::Load(m_.b_packed, {jc_ * I(kBlockCols / cols_) + jp_, k, uj});
     PrimExpr sum = arith::Load(acc, {uj}) + a * b;
     Stmt zero = Loop(zj, width, ForKind::kVectorized, ir::Store(acc, {zj}, arith::FloatImm(0)));
     Stmt update = Loop(k, m_.depth, ForKind::kSerial,
@@ -356,6 +360,35 @@ class MatvecTiler {
   PrimExpr jc_ = arith::MakeVar("jc"), jp_ = arith::MakeVar("jp");
 };
 
+// B's constant in panels (Matmul::b_packed), when B is a constant f32 [K, N] or [N, K] read
+// at [k, j] or [j, k]. Packed at compile time, the kernel packs nothing: packing BERT's
+// weight matrices took about a tenth of its matmuls' CPU time.
+std::optional<PackedWeights> PackConstantB(const Matmul& m, int64_t cols, const ir::NDArray& b) {
+  const PrimExpr& load = m.b_load;
+  if (load->args.size() != 2 || b.dtype != DataType::Float(32) || b.shape.size() != 2) return {};
+  if (m.depth->kind != ExprKind::kIntImm || m.j.extent->kind != ExprKind::kIntImm) return {};
+  int64_t k = m.depth->int_value, n = m.j.extent->int_value;
+  bool k_major = IsVar(load->args[0], m.k) && IsVar(load->args[1], m.j.var);
+  bool n_major = IsVar(load->args[0], m.j.var) && IsVar(load->args[1], m.k);
+  if (!(k_major && b.shape == std::vector<int64_t>{k, n}) &&
+      !(n_major && b.shape == std::vector<int64_t>{n, k})) {
+    return {};
+  }
+  int64_t panels = (n + cols - 1) / cols;
+  ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {panels, k, cols});
+  const float* from = b.data<float>();
+  float* to = data.data<float>();
+  for (int64_t row = 0; row < k; ++row) {
+    for (int64_t col = 0; col < n; ++col) {
+      to[(col / cols * k + row) * cols + col % cols] =
+          from[k_major ? row * n + col : col * k + row];
+    }
+  }
+  Buffer packed = arith::MakeBuffer(load->buffer->name + "_packed", DataType::Float(32),
+                                    {I(panels), I(k), I(cols)});
+  return PackedWeights{load->buffer, packed, std::move(data)};
+}
+
 // The product for one batch element: one row by the matvec form, several by the tiled one,
 // and a symbolic M by whichever fits at run time.
 Stmt BuildProduct(const Matmul& m, const ir::Target& target) {
@@ -369,18 +402,23 @@ Stmt BuildProduct(const Matmul& m, const ir::Target& target) {
 
 }  // namespace
 
-std::optional<Stmt> ScheduleMatmul(const Stmt& body, const ir::Target& target) {
+std::optional<ScheduledKernel> ScheduleMatmul(const Stmt& body, const ir::Target& target,
+                                              const ConstantOf& constant_of) {
   std::optional<Matmul> m = MatchMatmul(body);
   if (!m) return std::nullopt;
-  return TileMatmul(*m, target);
+  return TileMatmul(*m, target, constant_of ? constant_of(m->b_load->buffer) : nullptr);
 }
 
-Stmt TileMatmul(const Matmul& m, const ir::Target& target) {
-  Stmt product = BuildProduct(m, target);
+ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ir::NDArray* b) {
+  std::optional<PackedWeights> packed;
+  if (b != nullptr) packed = PackConstantB(m, PanelColumns(target), *b);
+  Matmul tiled = m;
+  if (packed) tiled.b_packed = packed->packed;
+  Stmt product = BuildProduct(tiled, target);
   for (auto axis = m.batch.rbegin(); axis != m.batch.rend(); ++axis) {
     product = Loop(axis->var, axis->extent, ForKind::kSerial, product);
   }
-  return product;
+  return {product, std::move(packed)};
 }
 
 }  // namespace kiln::schedule

@@ -1,13 +1,31 @@
 // The default rules Schedule applies, one per kernel class, and what they share.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "compiler/ir/loop.h"
 #include "compiler/ir/target.h"
+#include "compiler/ir/tensor.h"
 
 namespace kiln::schedule {
+
+// Weights packed at compile time: the kernel reads parameter `packed` where it had `weights`,
+// and its caller passes `data` in place of the weight constant.
+struct PackedWeights {
+  arith::Buffer weights, packed;
+  ir::NDArray data;
+};
+
+// A rule's kernel body, with the weights it packed at compile time, if any.
+struct ScheduledKernel {
+  ir::Stmt body;
+  std::optional<PackedWeights> packed;
+};
+
+// The constant a kernel parameter is bound to at the kernel's only call site, or null.
+using ConstantOf = std::function<const ir::NDArray*(const arith::Buffer&)>;
 
 // The generic rule: outer data-parallel loops become parallel, contiguous innermost loops
 // vectorized. Loops that carry a dependence (a reduction into one element) stay serial.
@@ -31,14 +49,20 @@ struct Matmul {
   arith::PrimExpr a_load, b_load;  // A[.., i, k] and B[.., k, j]; A free of j, B free of i
   // Stores fusion appended after the sum, each C[b.., i, j] = f(C[b.., i, j], other loads).
   std::vector<ir::Stmt> epilogue;
+  // B packed at compile time (TileMatmul sets it): panels of NR columns, packed[p, k, jj] is
+  // B[k, p * NR + jj], zero past N.
+  arith::Buffer b_packed;
 };
 
 // The matmul rule, for a kernel that is exactly legalize's matmul (C = A @ B over f32, any
-// batch dims): a tiled, packed form. nullopt for any other kernel.
-std::optional<ir::Stmt> ScheduleMatmul(const ir::Stmt& body, const ir::Target& target);
+// batch dims): a tiled, packed form; a constant B is packed at compile time. nullopt for any
+// other kernel.
+std::optional<ScheduledKernel> ScheduleMatmul(const ir::Stmt& body, const ir::Target& target,
+                                              const ConstantOf& constant_of = nullptr);
 
-// The tiled form of `m` (with its batch loops).
-ir::Stmt TileMatmul(const Matmul& m, const ir::Target& target);
+// The tiled form of `m` (with its batch loops); `b` is B's constant, if B is one.
+ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
+                           const ir::NDArray* b = nullptr);
 
 // Whether iterations of a loop over `var` with body `body` touch disjoint elements of every
 // buffer the body writes, so they may run in any order or at once.

@@ -74,7 +74,6 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
   std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
-    std::optional<ir::Stmt> rule = ScheduleMatmul(func.body, target);
     auto site = sites.find(name);
     ConstantOf constant_of = [&](const arith::Buffer& buffer) -> const ir::NDArray* {
       std::optional<size_t> index = ParamIndex(func, buffer);
@@ -84,13 +83,10 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
       const ir::Expr& arg = site->second.call().args[*index];
       return arg->kind == ir::ExprKind::kConstant ? arg->data.get() : nullptr;
     };
-    std::optional<ConvSchedule> conv;
-    if (!rule) conv = ScheduleConv(func.body, target, constant_of);
-    if (conv) {
-      rule = conv->body;
-      if (conv->packed) UsePackedWeights(func, site->second, *std::move(conv->packed));
-    }
-    func.body = rule ? *rule : ScheduleLoopNests(func.body);
+    std::optional<ScheduledKernel> rule = ScheduleMatmul(func.body, target, constant_of);
+    if (!rule) rule = ScheduleConv(func.body, target, constant_of);
+    if (rule && rule->packed) UsePackedWeights(func, site->second, *std::move(rule->packed));
+    func.body = rule ? rule->body : ScheduleLoopNests(func.body);
   }
   return module;
 }

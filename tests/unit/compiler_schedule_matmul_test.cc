@@ -108,6 +108,49 @@ TEST_P(ScheduleMatmulTest, FusedEpilogueKeepsTheTiledForm) {
   }
 }
 
+// A constant B (weights) is packed at compile time, K-major (MatMul) or N-major (Gemm with
+// transB): the kernel takes it packed and packs nothing itself; the tiled and the one-row
+// forms both read the packed layout.
+std::string ConstantWeightsModel(bool transposed) {
+  OnnxBuilder b;
+  b.Input("a", {"m", 300});
+  std::vector<float> w(300 * 150);
+  ir::NDArray values = Random({300 * 150}, 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(values.GetDouble(i));
+  if (transposed) {
+    b.FloatInitializer("w", {150, 300}, w);
+    auto& gemm = b.Node("Gemm", {"a", "w"}, {"y"});
+    OnnxBuilder::IntAttr(gemm, "transB", 1);
+  } else {
+    b.FloatInitializer("w", {300, 150}, w);
+    b.Node("MatMul", {"a", "w"}, {"y"});
+  }
+  b.Output("y", {"m", 150});
+  return b.Serialize();
+}
+
+TEST_P(ScheduleMatmulTest, ConstantWeightsArePackedAtCompileTime) {
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "Gemm transB" : "MatMul");
+    std::string onnx = ConstantWeightsModel(transposed);
+    std::string kernels = ScheduledKernels(onnx, GetParam());
+    EXPECT_NE(kernels.find("_packed: f32["), std::string::npos) << kernels;
+    EXPECT_EQ(kernels.find("alloc packed_b"), std::string::npos) << kernels;
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    Compiled compiled(onnx, GetParam());
+    for (int64_t m : {1, 5, 13}) {
+      ir::NDArray a = Random({m, 300}, 10);
+      auto expected = interp::Run(*module, {a});
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      for (int threads : {1, 3}) {
+        ExpectClose(compiled.Run({a}, {m, 150}, threads), (*expected)[0],
+                    "m=" + std::to_string(m) + " threads=" + std::to_string(threads));
+      }
+    }
+  }
+}
+
 // One row (single-token decode) takes the matrix-vector form: B read in place, never packed.
 // K = 300 and N = 150 leave a partial panel and a partial column block. (Fusion does not yet
 // append bias + relu to a constant one-row matmul; FusedEpilogueKeepsTheTiledForm's m = 1 runs
