@@ -70,6 +70,18 @@ class OnnxBuilder {
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(v);
   }
+  static void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  static void FloatsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<float>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOATS);
+    for (float x : v) a->add_floats(x);
+  }
   static void IntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n.add_attribute();
     a->set_name(name);

@@ -12,19 +12,9 @@
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/support/artifact.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::testing {
-
-// An array of `dtype` and `shape` holding `values` (converted from double).
-inline ir::NDArray ArrayOf(arith::DataType dtype, std::vector<int64_t> shape,
-                           const std::vector<double>& values) {
-  ir::NDArray a = ir::NDArray::Zeros(dtype, std::move(shape));
-  EXPECT_EQ(static_cast<int64_t>(values.size()), a.num_elements());
-  for (int64_t i = 0; i < a.num_elements() && i < static_cast<int64_t>(values.size()); ++i) {
-    a.SetDouble(i, values[i]);
-  }
-  return a;
-}
 
 // Expects the compiled artifact's outputs to equal the reference interpreter's within
 // `tolerance` (absolute plus relative); returns the reference outputs for further checks.

@@ -10,13 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 using testing::ArrayOf;
 
 // The model compiled once and imported once.

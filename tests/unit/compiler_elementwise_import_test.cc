@@ -3,8 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "compiler/driver/driver.h"
+#include "tests/support/import_and_run.h"
 #include "tests/support/onnx_builder.h"
-#include "tests/unit/compiler_elementwise_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
@@ -122,7 +123,8 @@ TEST(ElementwiseImportTest, CastThroughFloat16RoundsToHalfPrecision) {
   OnnxBuilder::IntAttr(b.Node("Cast", {"x"}, {"h"}), "to", onnx::TensorProto::FLOAT16);
   OnnxBuilder::IntAttr(b.Node("Cast", {"h"}, {"y"}), "to", onnx::TensorProto::FLOAT);
   b.Output("y", {4});
-  auto out = testing::ImportAndRun(b.Serialize(), {testing::F32({4}, {1.0f, 1.0f / 3, 65504.0f, 1e-8f})});
+  auto out =
+      testing::ImportAndRun(b.Serialize(), {testing::F32({4}, {1.0f, 1.0f / 3, 65504.0f, 1e-8f})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(testing::Values<float>((*out)[0]),
             (std::vector<float>{1.0f, 0.333251953125f, 65504.0f, 0.0f}));

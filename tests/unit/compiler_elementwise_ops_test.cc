@@ -5,8 +5,9 @@
 
 #include <cmath>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/onnx_builder.h"
-#include "tests/unit/compiler_elementwise_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
@@ -15,7 +16,7 @@ using arith::DataType;
 using testing::F32;
 using testing::ImportAndRun;
 using testing::OnnxBuilder;
-using testing::Tensor;
+using testing::TensorOf;
 using testing::Values;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
@@ -49,8 +50,8 @@ TEST(ElementwiseOpsTest, RoundHalvesToEven) {
 }
 
 TEST(ElementwiseOpsTest, IntegerDivTruncatesAndModFollowsDivisor) {
-  ir::NDArray a = Tensor<int32_t>(DataType::Int(32), {4}, {7, -7, 7, -7});
-  ir::NDArray b = Tensor<int32_t>(DataType::Int(32), {4}, {2, 2, -2, -2});
+  ir::NDArray a = TensorOf<int32_t>(DataType::Int(32), {4}, {7, -7, 7, -7});
+  ir::NDArray b = TensorOf<int32_t>(DataType::Int(32), {4}, {2, 2, -2, -2});
   auto div = ImportAndRun(OneNode("Div", {kInt32, kInt32}, {4}, kInt32), {a, b});
   ASSERT_TRUE(div.ok()) << div.status();
   EXPECT_EQ(Values<int32_t>((*div)[0]), (std::vector<int32_t>{3, -3, -3, 3}));
@@ -67,8 +68,8 @@ TEST(ElementwiseOpsTest, IntegerDivTruncatesAndModFollowsDivisor) {
 }
 
 TEST(ElementwiseOpsTest, SmallIntegersWrapAround) {
-  ir::NDArray a = Tensor<int8_t>(DataType::Int(8), {2}, {127, -128});
-  ir::NDArray b = Tensor<int8_t>(DataType::Int(8), {2}, {1, 1});
+  ir::NDArray a = TensorOf<int8_t>(DataType::Int(8), {2}, {127, -128});
+  ir::NDArray b = TensorOf<int8_t>(DataType::Int(8), {2}, {1, 1});
   auto add = ImportAndRun(OneNode("Add", {kInt8, kInt8}, {2}, kInt8), {a, b});
   ASSERT_TRUE(add.ok()) << add.status();
   EXPECT_EQ(Values<int8_t>((*add)[0]), (std::vector<int8_t>{-128, -127}));
@@ -78,14 +79,14 @@ TEST(ElementwiseOpsTest, SmallIntegersWrapAround) {
 }
 
 TEST(ElementwiseOpsTest, PowKeepsTheBaseType) {
-  ir::NDArray base = Tensor<int64_t>(DataType::Int(64), {3}, {2, 3, -2});
+  ir::NDArray base = TensorOf<int64_t>(DataType::Int(64), {3}, {2, 3, -2});
   ir::NDArray exponent = F32({3}, {10, 0.5f, 3});
   auto out = ImportAndRun(OneNode("Pow", {kInt64, kFloat}, {3}, kInt64), {base, exponent});
   ASSERT_TRUE(out.ok()) << out.status();
   // 3^0.5 truncates to 1.
   EXPECT_EQ(Values<int64_t>((*out)[0]), (std::vector<int64_t>{1024, 1, -8}));
-  ir::NDArray big = Tensor<int64_t>(DataType::Int(64), {1}, {3});
-  ir::NDArray e = Tensor<int64_t>(DataType::Int(64), {1}, {39});
+  ir::NDArray big = TensorOf<int64_t>(DataType::Int(64), {1}, {3});
+  ir::NDArray e = TensorOf<int64_t>(DataType::Int(64), {1}, {39});
   auto exact = ImportAndRun(OneNode("Pow", {kInt64, kInt64}, {1}, kInt64), {big, e});
   ASSERT_TRUE(exact.ok()) << exact.status();
   EXPECT_EQ(Values<int64_t>((*exact)[0])[0], 4052555153018976267);  // 3^39, beyond 2^53
@@ -179,9 +180,9 @@ TEST(ElementwiseOpsTest, WhereAndClip) {
   b.Node("Clip", {"w", "", "hi"}, {"z"});  // no lower bound
   b.Output("z", {2, 2}, kInt64);
   auto out =
-      ImportAndRun(b.Serialize(), {Tensor<uint8_t>(DataType::Bool(), {2}, {1, 0}),
-                                   Tensor<int64_t>(DataType::Int(64), {2, 2}, {-9, 2, 30, 4}),
-                                   Tensor<int64_t>(DataType::Int(64), {1}, {7})});
+      ImportAndRun(b.Serialize(), {TensorOf<uint8_t>(DataType::Bool(), {2}, {1, 0}),
+                                   TensorOf<int64_t>(DataType::Int(64), {2, 2}, {-9, 2, 30, 4}),
+                                   TensorOf<int64_t>(DataType::Int(64), {1}, {7})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Values<int64_t>((*out)[0]), (std::vector<int64_t>{-9, 5, 5, 5}));
 }

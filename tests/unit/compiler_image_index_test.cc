@@ -4,7 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/unit/compiler_image_test_util.h"
+#include "tests/support/import_and_run.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
@@ -138,7 +139,7 @@ TEST(ImageScanTest, CumSumExclusiveReverseAlongRunTimeAxis) {
   OnnxBuilder::IntAttr(node, "exclusive", 1);
   OnnxBuilder::IntAttr(node, "reverse", 1);
   b.Output("y", {2, 3});
-  ir::NDArray axis = testing::MakeTensor<int32_t>(arith::DataType::Int(32), {}, {-1});
+  ir::NDArray axis = testing::TensorOf<int32_t>(arith::DataType::Int(32), {}, {-1});
   auto out = testing::ImportAndRun(b.Serialize(), {F32({2, 3}, {1, 2, 3, 4, 5, 6}), axis});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(Values<float>((*out)[0]), ElementsAre(5, 3, 0, 11, 6, 0));
@@ -244,14 +245,14 @@ TEST(ImageBoxTest, TfIdfCountsSkipGrams) {
   OnnxBuilder::IntsAttr(node, "ngram_counts", {0, 2});
   OnnxBuilder::IntsAttr(node, "ngram_indexes", {0, 1, 2});
   OnnxBuilder::IntsAttr(node, "pool_int64s", {1, 3, 1, 2});  // unigrams 1, 3; bigram (1, 2)
-  testing::StringAttr(node, "mode", "TFIDF");
-  testing::FloatsAttr(node, "weights", {0.5, 2, 3});
+  testing::OnnxBuilder::StringAttr(node, "mode", "TFIDF");
+  testing::OnnxBuilder::FloatsAttr(node, "weights", {0.5, 2, 3});
   b.Output("y", {"n", 3});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_THAT(testing::OutputInfos(*m), ElementsAre("Tensor([n, 3], f32)"));
-  ir::NDArray x = testing::MakeTensor<int32_t>(arith::DataType::Int(32), {2, 5},
-                                               {1, 2, 1, 2, 3, 3, 3, 1, 4, 2});
+  ir::NDArray x =
+      testing::TensorOf<int32_t>(arith::DataType::Int(32), {2, 5}, {1, 2, 1, 2, 3, 3, 3, 1, 4, 2});
   auto out = interp::Run(*m, {x});
   ASSERT_TRUE(out.ok()) << out.status();
   // Row 0: 1 twice, 3 once, (1, 2) twice adjacent. Row 1: 1 once, 3 twice, (1, _, 2) once.

@@ -4,7 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/unit/compiler_image_test_util.h"
+#include "tests/support/import_and_run.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
@@ -16,7 +17,6 @@ using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using testing::OnnxBuilder;
 using ::testing::Pointwise;
-using testing::StringAttr;
 using testing::Values;
 
 constexpr int kF32 = onnx::TensorProto::FLOAT;
@@ -61,7 +61,7 @@ TEST(ImageResizeTest, LinearHalfPixelClampsAtTheEdges) {
   OnnxBuilder b;
   b.Input("x", {2});
   b.FloatInitializer("scales", {1}, {2});
-  StringAttr(b.Node("Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
+  OnnxBuilder::StringAttr(b.Node("Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
   b.Output("y", {4});
   auto out = testing::ImportAndRun(b.Serialize(), {F32({2}, {0, 4})});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -74,8 +74,8 @@ TEST(ImageResizeTest, CubicAsymmetricMatchesTheKeysKernel) {
   b.Input("x", {4});
   b.FloatInitializer("scales", {1}, {2});
   auto& n = b.Node("Resize", {"x", "", "scales"}, {"y"});
-  StringAttr(n, "mode", "cubic");
-  StringAttr(n, "coordinate_transformation_mode", "asymmetric");
+  OnnxBuilder::StringAttr(n, "mode", "cubic");
+  OnnxBuilder::StringAttr(n, "coordinate_transformation_mode", "asymmetric");
   b.Output("y", {8});
   auto out = testing::ImportAndRun(b.Serialize(), {F32({4}, {0, 1, 2, 3})});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -91,8 +91,8 @@ TEST(ImageResizeTest, CropAndResizeExtrapolatesOutsideTheImage) {
   b.FloatInitializer("roi", {2}, {0.5, 1.5});
   b.Int64Initializer("sizes", {1}, {3});
   auto& n = b.Node("Resize", {"x", "roi", "", "sizes"}, {"y"});
-  StringAttr(n, "mode", "linear");
-  StringAttr(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+  OnnxBuilder::StringAttr(n, "mode", "linear");
+  OnnxBuilder::StringAttr(n, "coordinate_transformation_mode", "tf_crop_and_resize");
   OnnxBuilder::FloatAttr(n, "extrapolation_value", 10);
   b.Output("y", {3});
   auto out = testing::ImportAndRun(b.Serialize(), {F32({4}, {0, 1, 2, 3})});
@@ -107,8 +107,8 @@ TEST(ImageResizeTest, NearestModesRoundAsAsked) {
     b.Input("x", {4});
     b.Int64Initializer("sizes", {1}, {8});
     auto& n = b.Node("Resize", {"x", "", "", "sizes"}, {"y"});
-    StringAttr(n, "coordinate_transformation_mode", "asymmetric");
-    StringAttr(n, "nearest_mode", nearest_mode);
+    OnnxBuilder::StringAttr(n, "coordinate_transformation_mode", "asymmetric");
+    OnnxBuilder::StringAttr(n, "nearest_mode", nearest_mode);
     b.Output("y", {8});
     auto out = testing::ImportAndRun(b.Serialize(), {F32({4}, {10, 11, 12, 13})});
     EXPECT_TRUE(out.ok()) << out.status();
@@ -192,7 +192,7 @@ TEST(ImageBlockTest, DepthToSpaceModesMatchTheDefinition) {
     b.Input("x", {"n", 8, 2, 3});
     auto& node = b.Node("DepthToSpace", {"x"}, {"y"});
     OnnxBuilder::IntAttr(node, "blocksize", 2);
-    StringAttr(node, "mode", mode);
+    OnnxBuilder::StringAttr(node, "mode", mode);
     b.Output("y", {"n", 2, 4, 6});
     auto m = driver::ImportModel(b.Serialize());
     ASSERT_TRUE(m.ok()) << m.status();
@@ -265,7 +265,7 @@ TEST(ImageSamplingTest, GridSamplePaddingModes) {
     b.Input("x", {1, 1, 2, 2});
     b.Input("grid", {1, 1, 3, 2});
     auto& n = b.Node("GridSample", {"x", "grid"}, {"y"});
-    StringAttr(n, "padding_mode", padding);
+    OnnxBuilder::StringAttr(n, "padding_mode", padding);
     OnnxBuilder::IntAttr(n, "align_corners", 1);
     b.Output("y", {1, 1, 1, 3});
     // Corners (-1, -1) and (1, 1) are pixel centers with align_corners; (0, -3) lies above.

@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <string>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 using testing::CompileAndLoad;
 using testing::ExpectSameAsReference;
 using testing::ViewOf;
@@ -128,7 +129,7 @@ TEST(IndexChecksTest, ScatterElements) {
   b.Input("updates", {2, 2});
   auto& n = b.Node("ScatterElements", {"data", "indices", "updates"}, {"y"});
   OnnxBuilder::IntAttr(n, "axis", 1);
-  StringAttr(n, "reduction", "add");
+  OnnxBuilder::StringAttr(n, "reduction", "add");
   b.Output("y", {2, 5});
   Checked c(b);
   ASSERT_TRUE(c.model);
@@ -174,7 +175,7 @@ OnnxBuilder LossModel(const std::string& op, bool ignore) {
   b.Input("scores", {3, 4});
   b.Input("target", {3}, onnx::TensorProto::INT64);
   auto& n = b.Node(op, {"scores", "target"}, {"loss"});
-  StringAttr(n, "reduction", "none");
+  OnnxBuilder::StringAttr(n, "reduction", "none");
   if (ignore) OnnxBuilder::IntAttr(n, "ignore_index", -1);
   b.Output("loss", {3});
   return b;

@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <string>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 using testing::CompileAndLoad;
 using testing::ExpectSameAsReference;
 using testing::ViewOf;
@@ -107,7 +108,7 @@ OnnxBuilder RecurrentModel(const std::string& op, int64_t gates, const std::stri
   if (op == "LSTM") outs.push_back("y_c");
   auto& node = b.Node(op, {"x", "w", "r", "", "sequence_lens"}, outs);
   OnnxBuilder::IntAttr(node, "hidden_size", kHidden);
-  StringAttr(node, "direction", direction);
+  OnnxBuilder::StringAttr(node, "direction", direction);
   b.Output("y", {4, 1, 2, kHidden});
   b.Output("y_h", {1, 2, kHidden});
   if (op == "LSTM") b.Output("y_c", {1, 2, kHidden});

@@ -8,9 +8,10 @@
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
 #include "tests/support/compiled_kernel.h"
+#include "tests/support/import_and_run.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_image_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
@@ -86,8 +87,8 @@ void ExpectResizeMatches(const std::string& mode, const std::string& transform,
   b.Input("x", {1, 2, 4, 5});
   b.FloatInitializer("scales", {4}, scales);
   auto& node = b.Node("Resize", {"x", "", "scales"}, {"y"});
-  testing::StringAttr(node, "mode", mode);
-  testing::StringAttr(node, "coordinate_transformation_mode", transform);
+  testing::OnnxBuilder::StringAttr(node, "mode", mode);
+  testing::OnnxBuilder::StringAttr(node, "coordinate_transformation_mode", transform);
   b.Output("y", {1, 2, "h", "w"});
   SCOPED_TRACE(mode + " " + transform);
   ExpectCompiledMatchesReference(b.Serialize(),

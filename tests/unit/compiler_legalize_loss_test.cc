@@ -4,9 +4,10 @@
 
 #include <cmath>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_image_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::testing {
 namespace {
@@ -34,7 +35,7 @@ std::string NLLModel(const std::string& reduction, bool with_weight) {
     args.push_back("w");
   }
   auto& node = b.Node("NegativeLogLikelihoodLoss", args, {"loss"});
-  StringAttr(node, "reduction", reduction);
+  OnnxBuilder::StringAttr(node, "reduction", reduction);
   OnnxBuilder::IntAttr(node, "ignore_index", 2);
   if (reduction == "none") {
     b.Output("loss", {2, 2});

@@ -29,13 +29,6 @@ ir::NDArray Floats(const Dims& shape, uint32_t seed) {
   return a;
 }
 
-void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(v);
-}
-
 // A call_tir whose result is a tuple, and TupleGetItem of it, print, parse and verify.
 TEST(LegalizeMultiOutputTest, TupleCallTIRRoundTripsThroughText) {
   OnnxBuilder b;
@@ -165,7 +158,7 @@ TEST(LegalizeMultiOutputTest, BidirectionalLstmWithSequenceLengths) {
   b.Input("h0", {2, "batch", 2});
   auto& n = b.Node("LSTM", {"x", "w", "r", "", "lens", "h0"}, {"y", "y_h", "y_c"});
   OnnxBuilder::IntAttr(n, "hidden_size", 2);
-  StringAttr(n, "direction", "bidirectional");
+  OnnxBuilder::StringAttr(n, "direction", "bidirectional");
   b.Node("Abs", {"y_c"}, {"abs_c"});
   b.Output("y", {4, 2, "batch", 2});
   b.Output("abs_c", {2, "batch", 2});
@@ -187,7 +180,7 @@ TEST(LegalizeMultiOutputTest, GruLinearBeforeResetAndNot) {
     auto& n = b.Node("GRU", {"x", "w", "r", "bias"}, {"", "y_h"});
     OnnxBuilder::IntAttr(n, "hidden_size", 3);
     OnnxBuilder::IntAttr(n, "linear_before_reset", lbr);
-    StringAttr(n, "direction", "reverse");
+    OnnxBuilder::StringAttr(n, "direction", "reverse");
     b.Output("y_h", {1, 2, 3});
     SCOPED_TRACE(lbr ? "linear_before_reset" : "reset before linear");
     ExpectCompiledMatchesReference(b.Serialize(), {Floats({3, 2, 4}, 9), Floats({1, 9, 4}, 10),

@@ -2,9 +2,10 @@
 // with duplicate and negative indices, and values worked out by hand.
 #include <gtest/gtest.h>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_image_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::testing {
 namespace {
@@ -20,7 +21,7 @@ TEST(LegalizeScatterTest, ScatterElementsAddsDuplicateIndicesInOrder) {
   b.Input("updates", {1, 3});
   auto& node = b.Node("ScatterElements", {"data", "indices", "updates"}, {"y"});
   OnnxBuilder::IntAttr(node, "axis", 1);
-  StringAttr(node, "reduction", "add");
+  OnnxBuilder::StringAttr(node, "reduction", "add");
   b.Output("y", {"n", 3});
   auto want = ExpectCompiledMatchesReference(
       b.Serialize(), {ArrayOf(DataType::Float(), {2, 3}, {1, 2, 3, 4, 5, 6}),

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "tests/support/compiled_kernel.h"
+#include "tests/support/import_and_run.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_image_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
@@ -21,7 +22,6 @@ using testing::ArrayOf;
 using testing::CompiledKernel;
 using testing::ExpectCompiledMatchesReference;
 using testing::OnnxBuilder;
-using testing::StringAttr;
 
 std::vector<double> Ramp(int64_t count, int64_t step = 7, int64_t mod = 11) {
   std::vector<double> v;
@@ -115,8 +115,8 @@ void ExpectGridSampleMatches(const std::string& mode, const std::string& padding
   b.Input("x", {2, 2, 3, 4});
   b.Input("grid", {2, 7, 1, 2});
   auto& node = b.Node("GridSample", {"x", "grid"}, {"y"});
-  StringAttr(node, "mode", mode);
-  StringAttr(node, "padding_mode", padding);
+  OnnxBuilder::StringAttr(node, "mode", mode);
+  OnnxBuilder::StringAttr(node, "padding_mode", padding);
   OnnxBuilder::IntAttr(node, "align_corners", align);
   b.Output("y", {2, 2, 7, 1});
   SCOPED_TRACE(mode + " " + padding + (align ? " align_corners" : ""));
@@ -143,8 +143,8 @@ void ExpectRoiAlignMatches(const std::string& mode, const std::string& transform
   b.Input("rois", {4, 4});
   b.Input("batch", {4}, onnx::TensorProto::INT64);
   auto& node = b.Node("RoiAlign", {"x", "rois", "batch"}, {"y"});
-  StringAttr(node, "mode", mode);
-  StringAttr(node, "coordinate_transformation_mode", transform);
+  OnnxBuilder::StringAttr(node, "mode", mode);
+  OnnxBuilder::StringAttr(node, "coordinate_transformation_mode", transform);
   OnnxBuilder::IntAttr(node, "output_height", 2);
   OnnxBuilder::IntAttr(node, "output_width", 3);
   OnnxBuilder::IntAttr(node, "sampling_ratio", sampling_ratio);
@@ -191,7 +191,7 @@ void ExpectTfIdfMatches(const std::string& mode, int64_t min_n, int64_t max_n, i
   OnnxBuilder b(9);
   b.Input("x", {2, 7}, onnx::TensorProto::INT32);
   auto& node = b.Node("TfIdfVectorizer", {"x"}, {"y"});
-  StringAttr(node, "mode", mode);
+  OnnxBuilder::StringAttr(node, "mode", mode);
   OnnxBuilder::IntAttr(node, "min_gram_length", min_n);
   OnnxBuilder::IntAttr(node, "max_gram_length", max_n);
   OnnxBuilder::IntAttr(node, "max_skip_count", skip);
@@ -199,7 +199,8 @@ void ExpectTfIdfMatches(const std::string& mode, int64_t min_n, int64_t max_n, i
   OnnxBuilder::IntsAttr(node, "ngram_counts", {0, 3});
   OnnxBuilder::IntsAttr(node, "ngram_indexes", {0, 1, 2, 3, 1, 5});
   OnnxBuilder::IntsAttr(node, "pool_int64s", {2, 3, 5, 2, 3, 5, 5, 3, 2});
-  testing::FloatsAttr(node, "weights", {0.5f, 2, 1.5f, 3, 4});  // column 5 defaults to 1
+  testing::OnnxBuilder::FloatsAttr(node, "weights",
+                                   {0.5f, 2, 1.5f, 3, 4});  // column 5 defaults to 1
   b.Output("y", {2, 6});
   SCOPED_TRACE(mode + " n " + std::to_string(min_n) + ".." + std::to_string(max_n) + " skip " +
                std::to_string(skip));

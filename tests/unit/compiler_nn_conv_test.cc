@@ -24,7 +24,7 @@ TEST(NNConvTest, Conv2dKeepsSymbolicDimsAndCountsPaddedTaps) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(InfoOf(*m, "y"), "Tensor([n, 4, floordiv(h + 1, 2), floordiv(w + 1, 2)], f32)");
   // All ones: each output counts the in-range taps of its 3x3 window, times 3 channels.
-  auto out = interp::Run(*m, {F32({1, 3, 5, 6}, std::vector<double>(90, 1.0))});
+  auto out = interp::Run(*m, {F32({1, 3, 5, 6}, std::vector<float>(90, 1.0f))});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT((*out)[0].shape, ElementsAre(1, 4, 3, 3));
   std::vector<double> first_channel = Values((*out)[0]);
@@ -38,7 +38,7 @@ TEST(NNConvTest, SameUpperPaddingGivesCeilOfInputOverStride) {
   b.FloatInitializer("W", {1, 1, 2}, {1, 10});
   auto& conv = b.Node("Conv", {"x", "W"}, {"y"});
   OnnxBuilder::IntsAttr(conv, "strides", {2});
-  StringAttr(conv, "auto_pad", "SAME_UPPER");
+  OnnxBuilder::StringAttr(conv, "auto_pad", "SAME_UPPER");
   b.Output("y", {1, 1, "?"});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
@@ -121,13 +121,14 @@ TEST(NNConvTest, KernelLargerThanInputIsAUserError) {
 TEST(NNConvTest, ConvIntegerSubtractsZeroPoints) {
   OnnxBuilder b(10);
   b.Input("x", {1, 1, 3}, onnx::TensorProto::UINT8);
-  Initializer(b, "W", onnx::TensorProto::UINT8, Array(arith::DataType::UInt(8), {1, 1, 2}, {3, 1}));
-  Initializer(b, "x_zp", onnx::TensorProto::UINT8, Array(arith::DataType::UInt(8), {}, {10}));
-  Initializer(b, "w_zp", onnx::TensorProto::UINT8, Array(arith::DataType::UInt(8), {}, {2}));
+  Initializer(b, "W", onnx::TensorProto::UINT8,
+              ArrayOf(arith::DataType::UInt(8), {1, 1, 2}, {3, 1}));
+  Initializer(b, "x_zp", onnx::TensorProto::UINT8, ArrayOf(arith::DataType::UInt(8), {}, {10}));
+  Initializer(b, "w_zp", onnx::TensorProto::UINT8, ArrayOf(arith::DataType::UInt(8), {}, {2}));
   b.Node("ConvInteger", {"x", "W", "x_zp", "w_zp"}, {"y"});
   b.Output("y", {1, 1, 2}, onnx::TensorProto::INT32);
   // (x - 10) = [0 2 5] convolved with (w - 2) = [1 -1].
-  auto out = ImportAndRun(b, {Array(arith::DataType::UInt(8), {1, 1, 3}, {10, 12, 15})});
+  auto out = ImportAndRun(b, {ArrayOf(arith::DataType::UInt(8), {1, 1, 3}, {10, 12, 15})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].dtype, arith::DataType::Int(32));
   EXPECT_THAT(Values((*out)[0]), ElementsAre(-2, -3));
@@ -250,7 +251,7 @@ TEST(NNPoolTest, MaxUnpoolPlacesValuesAtTheirIndices) {
   OnnxBuilder::IntsAttr(unpool, "strides", {2, 2});
   b.Output("y", {1, 1, 5, 5});
   // Indices count in the 4x4 extent the pooling inverts; the result sits in a 5x5 corner.
-  ir::NDArray indices = Array(arith::DataType::Int(64), {1, 1, 2, 2}, {5, 7, 13, 15});
+  ir::NDArray indices = ArrayOf(arith::DataType::Int(64), {1, 1, 2, 2}, {5, 7, 13, 15});
   auto out = ImportAndRun(b, {F32({1, 1, 2, 2}, {1, 2, 3, 4}), indices});
   ASSERT_TRUE(out.ok()) << out.status();
   std::vector<double> expected(25, 0);

@@ -59,11 +59,11 @@ TEST(NNMatmulTest, RunTimeShapesKeepTheRankAndAreCheckedByTheKernel) {
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(InfoOf(*m, "y"), "Tensor(ndim=2, f32)");
-  ir::NDArray fits = Array(arith::DataType::Int(64), {2}, {2, 3});
+  ir::NDArray fits = ArrayOf(arith::DataType::Int(64), {2}, {2, 3});
   auto out = interp::Run(*m, {Iota({6}), fits});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(Values((*out)[0]), ElementsAre(3, 12));
-  ir::NDArray clashes = Array(arith::DataType::Int(64), {2}, {3, 2});
+  ir::NDArray clashes = ArrayOf(arith::DataType::Int(64), {2}, {3, 2});
   auto bad = interp::Run(*m, {Iota({6}), clashes});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "op matmul: inner dimensions differ: 2 and 3");
@@ -107,7 +107,7 @@ absl::StatusOr<std::vector<ir::NDArray>> RunEinsum(const std::string& equation,
     std::vector<testing::Dim> dims(inputs[i].shape.begin(), inputs[i].shape.end());
     b.Input(names.back(), dims);
   }
-  StringAttr(b.Node("Einsum", names, {"y"}, "einsum"), "equation", equation);
+  OnnxBuilder::StringAttr(b.Node("Einsum", names, {"y"}, "einsum"), "equation", equation);
   b.Output("y", {});
   return ImportAndRun(b, inputs);
 }
@@ -137,7 +137,7 @@ TEST(NNEinsumTest, SymbolicDimsFlowThroughLabels) {
   OnnxBuilder b(12);
   b.Input("a", {"n", "k"});
   b.Input("c", {"k", "m"});
-  StringAttr(b.Node("Einsum", {"a", "c"}, {"y"}), "equation", "nk,km->mn");
+  OnnxBuilder::StringAttr(b.Node("Einsum", {"a", "c"}, {"y"}), "equation", "nk,km->mn");
   b.Output("y", {"m", "n"});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();

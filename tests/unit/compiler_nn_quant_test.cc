@@ -18,7 +18,7 @@ TEST(NNQuantTest, QuantizeRoundsHalfToEvenAndSaturates) {
   OnnxBuilder b(13);
   b.Input("x", {"n"});
   b.FloatInitializer("scale", {}, {2});
-  Initializer(b, "zp", onnx::TensorProto::INT8, Array(kI8, {}, {1}));
+  Initializer(b, "zp", onnx::TensorProto::INT8, ArrayOf(kI8, {}, {1}));
   b.Node("QuantizeLinear", {"x", "scale", "zp"}, {"y"});
   b.Output("y", {"n"}, onnx::TensorProto::INT8);
   auto m = driver::ImportModel(b.Serialize());
@@ -35,12 +35,12 @@ TEST(NNQuantTest, PerAxisDequantizeAndQuantizeWithoutZeroPoint) {
   OnnxBuilder b(13);
   b.Input("x", {2, 2}, onnx::TensorProto::UINT8);
   b.FloatInitializer("scale", {2}, {0.5, 10});
-  Initializer(b, "zp", onnx::TensorProto::UINT8, Array(kU8, {2}, {1, 0}));
+  Initializer(b, "zp", onnx::TensorProto::UINT8, ArrayOf(kU8, {2}, {1, 0}));
   OnnxBuilder::IntAttr(b.Node("DequantizeLinear", {"x", "scale", "zp"}, {"y"}), "axis", 0);
   b.Node("QuantizeLinear", {"y", "scale"}, {"q"});  // default axis 1, uint8 without a zero point
   b.Output("y", {2, 2});
   b.Output("q", {2, 2}, onnx::TensorProto::UINT8);
-  auto out = ImportAndRun(b, {Array(kU8, {2, 2}, {3, 5, 2, 4})});
+  auto out = ImportAndRun(b, {ArrayOf(kU8, {2, 2}, {3, 5, 2, 4})});
   ASSERT_TRUE(out.ok()) << out.status();
   // Row 0: (x - 1) * 0.5; row 1: x * 10.
   EXPECT_THAT(Values((*out)[0]), ElementsAre(1, 2, 20, 40));
@@ -67,13 +67,13 @@ TEST(NNQuantTest, MatMulIntegerSubtractsPerRowZeroPoints) {
   OnnxBuilder b(10);
   b.Input("a", {"n", 2}, onnx::TensorProto::UINT8);
   b.Input("azp", {"n"}, onnx::TensorProto::UINT8);
-  Initializer(b, "w", onnx::TensorProto::UINT8, Array(kU8, {2}, {1, 2}));
+  Initializer(b, "w", onnx::TensorProto::UINT8, ArrayOf(kU8, {2}, {1, 2}));
   b.Node("MatMulInteger", {"a", "w", "azp"}, {"y"});  // [n, 2] @ [2] -> [n]
   b.Output("y", {"n"}, onnx::TensorProto::INT32);
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(InfoOf(*m, "y"), "Tensor([n], i32)");
-  auto out = interp::Run(*m, {Array(kU8, {2, 2}, {10, 20, 3, 4}), Array(kU8, {2}, {10, 0})});
+  auto out = interp::Run(*m, {ArrayOf(kU8, {2, 2}, {10, 20, 3, 4}), ArrayOf(kU8, {2}, {10, 0})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(Values((*out)[0]), ElementsAre(20, 11));
 }
@@ -82,17 +82,17 @@ TEST(NNQuantTest, QLinearMatMulRescalesTheIntegerProduct) {
   OnnxBuilder b(10);
   b.Input("a", {1, 2}, onnx::TensorProto::UINT8);
   b.FloatInitializer("a_scale", {}, {0.5});
-  Initializer(b, "a_zp", onnx::TensorProto::UINT8, Array(kU8, {}, {2}));
-  Initializer(b, "b", onnx::TensorProto::UINT8, Array(kU8, {2, 1}, {3, 5}));
+  Initializer(b, "a_zp", onnx::TensorProto::UINT8, ArrayOf(kU8, {}, {2}));
+  Initializer(b, "b", onnx::TensorProto::UINT8, ArrayOf(kU8, {2, 1}, {3, 5}));
   b.FloatInitializer("b_scale", {}, {1});
-  Initializer(b, "b_zp", onnx::TensorProto::UINT8, Array(kU8, {}, {1}));
+  Initializer(b, "b_zp", onnx::TensorProto::UINT8, ArrayOf(kU8, {}, {1}));
   b.FloatInitializer("y_scale", {}, {2});
-  Initializer(b, "y_zp", onnx::TensorProto::UINT8, Array(kU8, {}, {100}));
+  Initializer(b, "y_zp", onnx::TensorProto::UINT8, ArrayOf(kU8, {}, {100}));
   b.Node("QLinearMatMul", {"a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"},
          {"y"});
   b.Output("y", {1, 1}, onnx::TensorProto::UINT8);
   // (4 - 2) * (3 - 1) + (12 - 2) * (5 - 1) = 44; 44 * 0.5 / 2 = 11; + 100.
-  auto out = ImportAndRun(b, {Array(kU8, {1, 2}, {4, 12})});
+  auto out = ImportAndRun(b, {ArrayOf(kU8, {1, 2}, {4, 12})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(Values((*out)[0]), ElementsAre(111));
 }

@@ -7,28 +7,19 @@
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
 using arith::DataType;
 using ir::NDArray;
+using testing::ArrayOf;
 using testing::OnnxBuilder;
+using testing::Values;
 
 std::string ResultInfo(const ir::IRModule& m) {
   return ir::ToString(m.functions.at("main").result->struct_info);
-}
-
-NDArray Tensor(DataType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
-  NDArray a = NDArray::Zeros(dtype, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) a.SetDouble(i, values[i]);
-  return a;
-}
-
-std::vector<double> Values(const NDArray& a) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < a.num_elements(); ++i) out.push_back(a.GetDouble(i));
-  return out;
 }
 
 void ExpectNear(const std::vector<double>& actual, const std::vector<double>& expected) {
@@ -40,7 +31,7 @@ void ExpectNear(const std::vector<double>& actual, const std::vector<double>& ex
 NDArray Iota(int64_t n) {
   std::vector<double> v(n * 6);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return Tensor(DataType::Float(), {n, 2, 3}, v);
+  return ArrayOf(DataType::Float(), {n, 2, 3}, v);
 }
 
 TEST(ReduceTest, SumOverConstantAxesKeepsSymbolicDims) {
@@ -97,7 +88,7 @@ TEST(ReduceTest, RunTimeAxesGiveDimsComputedFromTheirValues) {
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m).rfind("Tensor([select(", 0), 0u) << ResultInfo(*m);
-  auto out = interp::Run(*m, {Iota(1), Tensor(DataType::Int(64), {1}, {1})});
+  auto out = interp::Run(*m, {Iota(1), ArrayOf(DataType::Int(64), {1}, {1})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].shape, (std::vector<int64_t>{1, 1, 3}));
   ExpectNear(Values((*out)[0]), {3, std::sqrt(1.0 + 16), std::sqrt(4.0 + 25)});
@@ -112,8 +103,8 @@ TEST(ReduceTest, EmptyRunTimeAxesWithNoopIsIdentity) {
   b.Output("y", {2, 3});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
-  NDArray x = Tensor(DataType::Float(), {2, 3}, {1, -2, 3, -4, 5, -6});
-  auto out = interp::Run(*m, {x, Tensor(DataType::Int(64), {0}, {})});
+  NDArray x = ArrayOf(DataType::Float(), {2, 3}, {1, -2, 3, -4, 5, -6});
+  auto out = interp::Run(*m, {x, ArrayOf(DataType::Int(64), {0}, {})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].shape, x.shape);
   ExpectNear(Values((*out)[0]), Values(x));
@@ -183,8 +174,8 @@ TEST(LossTest, NegativeLogLikelihoodMeanWithWeightAndIgnoreIndex) {
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m), "Tensor([], f32)");
-  NDArray input = Tensor(DataType::Float(), {2, 3}, {-1, -2, -3, -4, -5, -6});
-  NDArray target = Tensor(DataType::Int(64), {2}, {2, 1});
+  NDArray input = ArrayOf(DataType::Float(), {2, 3}, {-1, -2, -3, -4, -5, -6});
+  NDArray target = ArrayOf(DataType::Int(64), {2}, {2, 1});
   auto out = interp::Run(*m, {input, target});
   ASSERT_TRUE(out.ok()) << out.status();
   // Only sample 0 counts: -(-3) * 3 / 3.
@@ -204,13 +195,13 @@ TEST(LossTest, NegativeLogLikelihoodNoneKeepsSpatialDims) {
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m), "Tensor([n, d], f32)");
-  NDArray input = Tensor(DataType::Float(), {1, 2, 2}, {-1, -2, -3, -4});
-  NDArray target = Tensor(DataType::Int(64), {1, 2}, {1, 0});
+  NDArray input = ArrayOf(DataType::Float(), {1, 2, 2}, {-1, -2, -3, -4});
+  NDArray target = ArrayOf(DataType::Int(64), {1, 2}, {1, 0});
   auto out = interp::Run(*m, {input, target});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectNear(Values((*out)[0]), {3, 2});
   // A target outside [0, C) is a run-time user error.
-  auto bad = interp::Run(*m, {input, Tensor(DataType::Int(64), {1, 2}, {2, 0})});
+  auto bad = interp::Run(*m, {input, ArrayOf(DataType::Int(64), {1, 2}, {2, 0})});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("target 2 out of range"), std::string::npos);
 }
@@ -225,8 +216,8 @@ TEST(LossTest, SoftmaxCrossEntropyReturnsLogProb) {
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m), "Tuple(Tensor([], f32), Tensor([n, 2], f32))");
-  NDArray scores = Tensor(DataType::Float(), {2, 2}, {0, 0, 1, 0});
-  auto out = interp::Run(*m, {scores, Tensor(DataType::Int(64), {2}, {0, 1})});
+  NDArray scores = ArrayOf(DataType::Float(), {2, 2}, {0, 0, 1, 0});
+  auto out = interp::Run(*m, {scores, ArrayOf(DataType::Int(64), {2}, {0, 1})});
   ASSERT_TRUE(out.ok()) << out.status();
   double lse = std::log(1 + std::exp(1.0));  // log(e^1 + e^0)
   ExpectNear(Values((*out)[1]), {std::log(0.5), std::log(0.5), 1 - lse, -lse});

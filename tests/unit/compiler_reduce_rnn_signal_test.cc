@@ -8,34 +8,24 @@
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
 using arith::DataType;
 using ir::NDArray;
+using testing::ArrayOf;
 using testing::OnnxBuilder;
+using testing::Values;
 
 std::string ResultInfo(const ir::IRModule& m) {
   return ir::ToString(m.functions.at("main").result->struct_info);
 }
 
-NDArray Tensor(DataType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
-  NDArray a = NDArray::Zeros(dtype, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) a.SetDouble(i, values[i]);
-  return a;
-}
-
 void ExpectValues(const NDArray& a, const std::vector<double>& expected) {
   ASSERT_EQ(a.num_elements(), static_cast<int64_t>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(a.GetDouble(i), expected[i], 1e-5) << i;
-}
-
-void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& value) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(value);
 }
 
 double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
@@ -50,15 +40,15 @@ TEST(RecurrentTest, BidirectionalRnnWithSequenceLengths) {
   b.FloatInitializer("b", {2, 2}, {0.1f, 0.2f, 0, 0});
   auto& node = b.Node("RNN", {"x", "w", "r", "b", "lens"}, {"y", "y_h"});
   OnnxBuilder::IntAttr(node, "hidden_size", 1);
-  StringAttr(node, "direction", "bidirectional");
+  OnnxBuilder::StringAttr(node, "direction", "bidirectional");
   b.Output("y", {2, 2, "batch", 1});
   b.Output("y_h", {2, "batch", 1});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m), "Tuple(Tensor([2, 2, batch, 1], f32), Tensor([2, batch, 1], f32))");
   // x[t][b]: t0 = (1, 2), t1 = (3, 4); batch 1 has only one step.
-  NDArray x = Tensor(DataType::Float(), {2, 2, 1}, {1, 2, 3, 4});
-  auto out = interp::Run(*m, {x, Tensor(DataType::Int(32), {2}, {2, 1})});
+  NDArray x = ArrayOf(DataType::Float(), {2, 2, 1}, {1, 2, 3, 4});
+  auto out = interp::Run(*m, {x, ArrayOf(DataType::Int(32), {2}, {2, 1})});
   ASSERT_TRUE(out.ok()) << out.status();
   double f00 = std::tanh(0.5 * 1 + 0.3), f10 = std::tanh(0.5 * 3 + 0.25 * f00 + 0.3);
   double f01 = std::tanh(0.5 * 2 + 0.3);
@@ -88,8 +78,8 @@ TEST(RecurrentTest, GruLinearBeforeReset) {
     b.Output("y_h", {1, 1, 1});
     auto m = driver::ImportModel(b.Serialize());
     ASSERT_TRUE(m.ok()) << m.status();
-    auto out = interp::Run(*m, {Tensor(DataType::Float(), {1, 1, 1}, {x}),
-                                Tensor(DataType::Float(), {1, 1, 1}, {h0})});
+    auto out = interp::Run(*m, {ArrayOf(DataType::Float(), {1, 1, 1}, {x}),
+                                ArrayOf(DataType::Float(), {1, 1, 1}, {h0})});
     ASSERT_TRUE(out.ok()) << out.status();
     double z = Sigmoid(wz * x + rz * h0 + bw[0] + br[0]);
     double r = Sigmoid(wr * x + rr * h0 + bw[1] + br[1]);
@@ -124,7 +114,7 @@ TEST(RecurrentTest, LstmPeepholesClipAndBatchFirstLayout) {
   EXPECT_EQ(ResultInfo(*m),
             "Tuple(Tensor([batch, 1, 1, 1], f32), Tensor([batch, 1, 1], f32), "
             "Tensor([batch, 1, 1], f32))");
-  auto scalar = [](double v) { return Tensor(DataType::Float(), {1, 1, 1}, {v}); };
+  auto scalar = [](double v) { return ArrayOf(DataType::Float(), {1, 1, 1}, {v}); };
   auto out = interp::Run(*m, {scalar(x), scalar(h0), scalar(c0)});
   ASSERT_TRUE(out.ok()) << out.status();
   auto clipped = [&](double v) { return std::clamp(v, -clip, clip); };
@@ -163,8 +153,8 @@ TEST(SignalTest, DetOfStackedMatricesKeepsBatchDim) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m), "Tensor([n], f32)");
   // The second matrix needs a row swap: its top-left entry is 0.
-  NDArray x = Tensor(DataType::Float(), {2, 3, 3},
-                     {2, 0, 0, 0, 3, 0, 0, 0, 4, /**/ 0, 1, 2, 1, 0, 3, 4, -3, 8});
+  NDArray x = ArrayOf(DataType::Float(), {2, 3, 3},
+                      {2, 0, 0, 0, 3, 0, 0, 0, 4, /**/ 0, 1, 2, 1, 0, 3, 4, -3, 8});
   auto out = interp::Run(*m, {x});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectValues((*out)[0], {24, -2});
@@ -181,7 +171,7 @@ TEST(SignalTest, DftOfRealSignalAndOnesided) {
     ASSERT_TRUE(m.ok()) << m.status();
     EXPECT_EQ(ResultInfo(*m),
               onesided ? "Tensor([batch, 3, 2], f32)" : "Tensor([batch, 4, 2], f32)");
-    auto out = interp::Run(*m, {Tensor(DataType::Float(), {1, 4, 1}, {1, 2, 3, 4})});
+    auto out = interp::Run(*m, {ArrayOf(DataType::Float(), {1, 4, 1}, {1, 2, 3, 4})});
     ASSERT_TRUE(out.ok()) << out.status();
     std::vector<double> full = {10, 0, -2, 2, -2, 0, -2, -2};  // fft([1, 2, 3, 4])
     if (onesided) full.resize(6);
@@ -198,7 +188,7 @@ TEST(SignalTest, InverseDftUndoesDft) {
   b.Output("y", {1, 4, 2});
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
-  auto out = interp::Run(*m, {Tensor(DataType::Float(), {1, 4, 1}, {1, -2, 3, 0.5})});
+  auto out = interp::Run(*m, {ArrayOf(DataType::Float(), {1, 4, 1}, {1, -2, 3, 0.5})});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectValues((*out)[0], {1, 0, -2, 0, 3, 0, 0.5, 0});
 }
@@ -213,7 +203,7 @@ TEST(SignalTest, StftFramesSymbolicBatch) {
   auto m = driver::ImportModel(b.Serialize());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ResultInfo(*m), "Tensor([batch, 3, 5, 2], f32)");
-  auto out = interp::Run(*m, {Tensor(DataType::Float(), {1, 16, 1}, std::vector<double>(16, 1))});
+  auto out = interp::Run(*m, {ArrayOf(DataType::Float(), {1, 16, 1}, std::vector<double>(16, 1))});
   ASSERT_TRUE(out.ok()) << out.status();
   // A constant signal has all its energy in bin 0: 8 per frame.
   std::vector<double> expected(3 * 5 * 2, 0);
@@ -233,7 +223,7 @@ TEST(SignalTest, HannWindowPeriodicAndSymmetric) {
     ASSERT_TRUE(m.ok()) << m.status();
     // The size is a run-time value, bound to a symbolic variable.
     EXPECT_EQ(ResultInfo(*m).rfind("Tensor([size", 0), 0u) << ResultInfo(*m);
-    auto out = interp::Run(*m, {Tensor(DataType::Int(64), {}, {periodic ? 4 : 5})});
+    auto out = interp::Run(*m, {ArrayOf(DataType::Int(64), {}, {periodic ? 4 : 5})});
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectValues((*out)[0], periodic ? std::vector<double>{0, 0.5, 1, 0.5}
                                      : std::vector<double>{0, 0.5, 1, 0.5, 0});

@@ -11,13 +11,14 @@
 #include <cstdint>
 #include <string>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 using testing::ExpectSameAsReference;
 
 struct Compiled : testing::CompiledModel {

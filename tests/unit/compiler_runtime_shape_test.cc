@@ -11,12 +11,13 @@
 
 #include "compiler/ir/parser.h"
 #include "kiln/runtime.hpp"
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/import_and_run.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 
 // Reshape(x[2, 3, 4], shape) with `shape` a 2-element graph input.
 OnnxBuilder ReshapeByInputModel() {

@@ -10,13 +10,14 @@
 #include <cstdint>
 #include <string>
 
+#include "tests/support/import_and_run.h"
 #include "tests/support/reference_check.h"
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 using testing::ExpectSameAsReference;
 
 // The model compiled once and imported once.
@@ -149,7 +150,7 @@ OnnxBuilder ResizeModel(const std::string& mode) {
   b.Input("x", {1, 2, 3, 4});
   b.Input("scales", {4});
   auto& n = b.Node("Resize", {"x", "", "scales"}, {"y"});
-  StringAttr(n, "mode", mode);
+  OnnxBuilder::StringAttr(n, "mode", mode);
   b.Output("y", {"n", "c", "h", "w"});
   return b;
 }

@@ -4,12 +4,13 @@
 
 #include <limits>
 
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/import_and_run.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
@@ -80,7 +81,7 @@ TEST(TensorOpsTest, ScatterElementsAddsDuplicates) {
   b.FloatInitializer("u", {1, 3}, {10, 20, 30});
   auto& n = b.Node("ScatterElements", {"x", "i", "u"}, {"y"});
   OnnxBuilder::IntAttr(n, "axis", 1);
-  StringAttr(n, "reduction", "add");
+  OnnxBuilder::StringAttr(n, "reduction", "add");
   b.Output("y", {1, 4});
   auto out = ImportAndRun(b, {F32({1, 4}, {1, 2, 3, 4})});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -93,7 +94,7 @@ TEST(TensorOpsTest, ScatterNDMultipliesSlices) {
   b.Int64Initializer("i", {1, 1}, {1});
   b.FloatInitializer("u", {1, 2}, {3, 5});
   auto& n = b.Node("ScatterND", {"x", "i", "u"}, {"y"});
-  StringAttr(n, "reduction", "mul");
+  OnnxBuilder::StringAttr(n, "reduction", "mul");
   b.Output("y", {2, 2});
   auto out = ImportAndRun(b, {F32({2, 2}, {1, 2, 3, 4})});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -110,7 +111,7 @@ TEST(TensorOpsTest, PadReflectAndEdge) {
     b.Input("x", {1, 3});
     b.Int64Initializer("pads", {4}, {0, 2, 0, 2});
     auto& n = b.Node("Pad", {"x", "pads"}, {"y"});
-    StringAttr(n, "mode", mode);
+    OnnxBuilder::StringAttr(n, "mode", mode);
     b.Output("y", {1, 7});
     auto out = ImportAndRun(b, {F32({1, 3}, {0, 1, 2})});
     ASSERT_TRUE(out.ok()) << mode << ": " << out.status();

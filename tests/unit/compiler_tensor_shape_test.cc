@@ -3,12 +3,13 @@
 // shapes that only data decides keep their rank.
 #include <gtest/gtest.h>
 
-#include "tests/unit/compiler_tensor_test_util.h"
+#include "tests/support/import_and_run.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {
 
-using namespace tensor_test;  // NOLINT: test helpers
+using namespace testing;  // NOLINT: test helpers
 
 // Shape(x) -> Gather(0), Gather(1) -> Unsqueeze -> Concat with [4, 16] -> Reshape(x, that).
 OnnxBuilder SplitHeadsModel() {
