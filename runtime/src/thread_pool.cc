@@ -1,6 +1,7 @@
 #include "runtime/src/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace kiln::runtime {
 namespace {
@@ -10,6 +11,24 @@ thread_local bool in_task = false;
 
 int32_t RunSerially(int64_t num_tasks, TaskFn task, void* closure) {
   return num_tasks > 0 ? task(closure, 0, num_tasks) : 0;
+}
+
+// How long a thread polls before it sleeps on a condition variable. A model's kernels run
+// back to back, many shorter than waking a sleeping thread takes (a decode step's are a few
+// microseconds), so a worker keeps polling for the next one and the caller for the last
+// range to finish.
+constexpr std::chrono::microseconds kSpin{100};
+
+// Polls until done() or kSpin has passed; true when done() held.
+template <typename Done>
+bool SpinUntil(Done done) {
+  auto deadline = std::chrono::steady_clock::now() + kSpin;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    // Gives the core away when another thread (this run's caller, say) is waiting for it.
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 }  // namespace
@@ -42,6 +61,7 @@ int32_t ThreadPool::RunRange(const Job& job, int32_t range) {
 void ThreadPool::WorkerLoop(int32_t worker) {
   uint64_t seen = 0;
   while (true) {
+    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; });
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -72,6 +92,7 @@ int32_t ThreadPool::ParallelFor(int64_t num_tasks, TaskFn task, void* closure) {
   }
   start_.notify_all();
   int32_t own = RunRange(job, 0);
+  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [&] { return pending_ == 0; });
   return own != 0 ? own : result_;

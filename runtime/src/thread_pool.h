@@ -3,6 +3,7 @@
 // starts no workers at all.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -42,8 +43,9 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_, done_;
   Job job_;
-  uint64_t generation_ = 0;
-  int32_t pending_ = 0;
+  // Written under mu_; atomic so that a thread may spin on them without it.
+  std::atomic<uint64_t> generation_ = 0;
+  std::atomic<int32_t> pending_ = 0;
   int32_t result_ = 0;
   bool stop_ = false;
   std::vector<std::thread> workers_;
