@@ -12,6 +12,7 @@
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/support/artifact.h"
+#include "tests/support/onnx_builder.h"
 #include "tests/support/tensors.h"
 
 namespace kiln::testing {
@@ -80,6 +81,29 @@ struct CompiledModel {
     auto imported = driver::ImportModel(onnx);
     EXPECT_TRUE(imported.ok()) << imported.status();
     if (imported.ok()) module = *std::move(imported);
+  }
+  explicit CompiledModel(const OnnxBuilder& b) : CompiledModel(b.Serialize()) {}
+  // Runs both and compares within `tolerance` (relative, plus as much absolute).
+  void ExpectMatches(std::vector<ir::NDArray> inputs, double tolerance = 1e-6) const {
+    ExpectSameAsReference(*model, module, std::move(inputs), tolerance);
+  }
+  // The compiled call fails with exactly `message` (a run-time check in a kernel or host
+  // code), and the interpreter rejects the inputs too. Outputs are f32, sized from the
+  // signature's static shapes.
+  void ExpectCallFails(std::vector<ir::NDArray> inputs, const std::string& message) const {
+    EXPECT_FALSE(interp::Run(module, inputs).ok()) << message;
+    std::vector<ir::NDArray> outputs;
+    for (const runtime::TensorInfo& info : model->outputs()) {
+      std::vector<int64_t> shape;
+      for (const std::string& d : info.dims) shape.push_back(std::stoll(d));
+      outputs.push_back(ir::NDArray::Zeros(arith::DataType::Float(32), shape));
+    }
+    std::vector<DLTensor> in, out;
+    for (ir::NDArray& a : inputs) in.push_back(ViewOf(a));
+    for (ir::NDArray& a : outputs) out.push_back(ViewOf(a));
+    std::string error;
+    EXPECT_FALSE(model->Run(in, &out, &error)) << message;
+    EXPECT_EQ(error, message);
   }
   // Runs both and compares; returns the shape of the first reference output.
   std::vector<int64_t> ExpectSame(std::vector<ir::NDArray> inputs) const {
