@@ -165,6 +165,18 @@ absl::StatusOr<PrimExpr> DftLength(const KernelContext& k, PrimExpr axis_extent)
   return (*length)[0];
 }
 
+// acc[0] + i acc[1] += (re + i im) e^(i angle), im null for a real input; f64 throughout.
+Stmt AddRotated(const Buffer& acc, PrimExpr re, PrimExpr im, PrimExpr angle_value) {
+  PrimExpr angle = arith::MakeVar("angle", kF64);
+  PrimExpr c = arith::Call(kF64, "cos", {angle}), s = arith::Call(kF64, "sin", {angle});
+  PrimExpr real = im ? re * c - im * s : re * c;
+  PrimExpr imag = im ? re * s + im * c : re * s;
+  PrimExpr sum_re = arith::Load(acc, {I(0)}), sum_im = arith::Load(acc, {I(1)});
+  return ir::Let(
+      angle, std::move(angle_value),
+      ir::Seq({ir::Store(acc, {I(0)}, sum_re + real), ir::Store(acc, {I(1)}, sum_im + imag)}));
+}
+
 // out[..., m, ..., (re, im)] = sum_{k < min(n, n_in)} x[..., k, ...] e^(-+2 pi i m k / n),
 // divided by n when inverse: the reference's naive transform of the zero-padded signal,
 // with m*k reduced mod n first as it does. The sums run in a two-element local buffer.
@@ -194,14 +206,7 @@ absl::StatusOr<Stmt> DftBody(const KernelContext& k) {
       PrimExpr angle_value = Div(DoubleImm((inverse ? 2 : -2) * M_PI) *
                                      arith::Cast(kF64, arith::FloorMod(idx[axis] * t, n)),
                                  n_f);
-      PrimExpr angle = arith::MakeVar("angle", kF64);
-      PrimExpr c = arith::Call(kF64, "cos", {angle}), s = arith::Call(kF64, "sin", {angle});
-      // (re + i im) (c + i s)
-      PrimExpr real = im ? re * c - im * s : re * c;
-      PrimExpr imag = im ? re * s + im * c : re * s;
-      return ir::Let(
-          angle, angle_value,
-          ir::Seq({ir::Store(acc, {I(0)}, sum(0) + real), ir::Store(acc, {I(1)}, sum(1) + imag)}));
+      return AddRotated(acc, re, im, angle_value);
     });
     std::vector<Stmt> body = {ir::Store(acc, {I(0)}, DoubleImm(0)),
                               ir::Store(acc, {I(1)}, DoubleImm(0)), accumulate};
@@ -258,13 +263,7 @@ absl::StatusOr<Stmt> StftBody(const KernelContext& k) {
       }
       PrimExpr angle_value = Div(
           DoubleImm(-2 * M_PI) * arith::Cast(kF64, arith::FloorMod(idx[2] * t, frame)), frame_f);
-      PrimExpr angle = arith::MakeVar("angle", kF64);
-      PrimExpr c = arith::Call(kF64, "cos", {angle}), s = arith::Call(kF64, "sin", {angle});
-      PrimExpr real = im ? re * c - im * s : re * c;
-      PrimExpr imag = im ? re * s + im * c : re * s;
-      return ir::Let(
-          angle, angle_value,
-          ir::Seq({ir::Store(acc, {I(0)}, sum(0) + real), ir::Store(acc, {I(1)}, sum(1) + imag)}));
+      return AddRotated(acc, re, im, angle_value);
     });
     std::vector<Stmt> body = {ir::Store(acc, {I(0)}, DoubleImm(0)),
                               ir::Store(acc, {I(1)}, DoubleImm(0)), accumulate};
