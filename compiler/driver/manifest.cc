@@ -1,5 +1,6 @@
 #include "compiler/driver/manifest.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,15 @@ std::string DimText(const arith::PrimExpr& dim) {
   return absl::StrReplaceAll(arith::ToString(dim), {{" ", ""}});
 }
 
+// The dims of a tensor as imported; "?" each where only its rank is known (a loop-carried
+// value whose shape the importer could not state; compiled code checks it at run time).
+std::vector<std::string> DimTexts(const ir::StructInfo& info) {
+  if (!info.shape) return std::vector<std::string>(std::max(info.ndim, 0), "?");
+  std::vector<std::string> dims;
+  for (const arith::PrimExpr& d : *info.shape) dims.push_back(DimText(d));
+  return dims;
+}
+
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -76,9 +86,9 @@ std::string JsonString(const std::string& s) {
 
 std::string JsonDims(const ir::StructInfo& info) {
   std::vector<std::string> dims;
-  for (const arith::PrimExpr& d : *info.shape) {
-    dims.push_back(d->kind == arith::ExprKind::kIntImm ? absl::StrCat(d->int_value)
-                                                       : JsonString(DimText(d)));
+  for (const std::string& d : DimTexts(info)) {
+    bool number = !d.empty() && std::all_of(d.begin(), d.end(), ::isdigit);
+    dims.push_back(number ? d : JsonString(d));
   }
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
@@ -114,7 +124,7 @@ std::string SignatureText(const ir::Function& main) {
     for (const TensorDesc& t : tensors) {
       absl::StrAppend(&out, kind, " ", Token(t.name), " ", t.info->dtype.ToString(), " ",
                       t.info->ndim);
-      for (const arith::PrimExpr& d : *t.info->shape) absl::StrAppend(&out, " ", DimText(d));
+      for (const std::string& d : DimTexts(*t.info)) absl::StrAppend(&out, " ", d);
       out += "\n";
     }
   };

@@ -79,16 +79,141 @@ class TripCountBinder {
     if (changed && !b.match_cast) KILN_RETURN_IF_ERROR(Reinfer(copy, b));
     ir::Binding next = b;
     if (changed) next.value = std::make_shared<const ir::ExprNode>(std::move(copy));
+    bool counted = top && IsCountedLoop(*next.value);
+    if (top && NeedsKeptShapes(*next.value)) KILN_RETURN_IF_ERROR(KeepCarriedShapes(next));
     bool padded = top && IsCountedLoop(*next.value);
     if (padded) KILN_RETURN_IF_ERROR(PadLoop(next, out));
     if (!b.match_cast && !ir::StructuralEqual(next.value->struct_info, b.var->struct_info)) {
-      next.var = ir::MakeVar(b.var->name, next.value->struct_info);
+      bool stacked = IsScanField(*next.value) && now_counted_.count(next.value->args[0].get());
+      next.var = ir::MakeVar(b.var->name + (stacked ? "_stacked" : ""), next.value->struct_info);
       subst_[b.var.get()] = next.var;
     }
     if (padded) padded_[next.var.get()] = ScanFields(*next.value);
     if (IsScanField(*next.value)) prefix_sources_.insert(next.var.get());
     out.push_back(next);
+    if (padded && !counted) CountTrips(next, out);
+    if (IsScanField(*next.value) && now_counted_.count(next.value->args[0].get())) {
+      TakeRanPrefix(b, next, out);
+    }
     return absl::OkStatus();
+  }
+
+  // Compiled code keeps a loop-carried value in one buffer, of the loop's state shape (the
+  // initial value's). The importer generalized the body's param when the body's result may
+  // have another shape (fresh dims, so the interpreter runs any loop); here the body is
+  // specialized to the state shape instead, and each carried result is match_cast to it: a
+  // run-time check, per iteration, that the carried value kept its shape. The body's
+  // kernels then have shapes (the run-time dims it binds itself, per iteration, included),
+  // and so do scan outputs that are carried values.
+  static bool NeedsKeptShapes(const ir::ExprNode& v) {
+    if (v.kind != ir::ExprKind::kCall || v.name != "loop" || v.subgraphs.size() != 1 ||
+        ir::IsNone(v.args[0])) {
+      return false;
+    }
+    const ir::Function& body = *v.subgraphs[0];
+    if (body.params.size() != v.args.size()) return false;
+    for (size_t k = 2; k < v.args.size(); ++k) {
+      const StructInfo& state = v.args[k]->struct_info;
+      if (!state.is_tensor() || !state.shape) continue;
+      if (!ir::StructuralEqual(state, body.params[k]->struct_info)) return true;
+    }
+    return false;
+  }
+
+  absl::Status KeepCarriedShapes(ir::Binding& b) {
+    ir::ExprNode loop = *b.value;
+    ir::Function body = *loop.subgraphs[0];
+    size_t carried = loop.args.size() - 2;
+    for (size_t k = 2; k < loop.args.size(); ++k) {
+      const StructInfo& state = loop.args[k]->struct_info;
+      if (!state.is_tensor() || !state.shape) continue;
+      if (ir::StructuralEqual(state, body.params[k]->struct_info)) continue;
+      Expr param = ir::MakeVar(body.params[k]->name, state);
+      subst_[body.params[k].get()] = param;
+      body.params[k] = param;
+    }
+    absl::Status status;
+    auto specialized =
+        SubstituteBody(std::make_shared<const ir::Function>(std::move(body)), status);
+    if (!status.ok()) {
+      return absl::UnimplementedError(
+          absl::StrCat("binding %", b.var->name,
+                       " (loop): its body does not take its carried values at their initial "
+                       "shapes, and only one shape per carried value is compiled: ",
+                       status.message()));
+    }
+    body = *specialized;
+    if (body.result->kind != ir::ExprKind::kTuple || body.result->args.size() < carried + 1) {
+      return absl::InternalError(absl::StrCat("loop %", b.var->name, " has a malformed body"));
+    }
+    std::vector<Expr> results = body.result->args;
+    for (size_t k = 0; k < carried; ++k) {
+      const StructInfo& state = loop.args[2 + k]->struct_info;
+      Expr value = results[1 + k];
+      if (ir::StructuralEqual(value->struct_info, state)) continue;
+      Expr kept = ir::MakeVar(absl::StrCat(value->name, "_kept"), state);
+      if (body.blocks.empty()) body.blocks.emplace_back();
+      body.blocks.back().bindings.push_back({kept, value, /*match_cast=*/true});
+      for (Expr& r : results) {
+        if (r == value) r = kept;  // a scan output that is this value has its shape too
+      }
+    }
+    body.result = ir::MakeTuple(results);
+    loop.subgraphs[0] = std::make_shared<const ir::Function>(std::move(body));
+    if (!IsCountedLoop(loop) && ScanSlicesKnown(*loop.subgraphs[0], carried)) {
+      loop.attrs["count_trips"] = int64_t{1};
+    }
+    KILN_ASSIGN_OR_RETURN(loop.struct_info, op::InferStructInfo(loop, analyzer_));
+    b.value = std::make_shared<const ir::ExprNode>(std::move(loop));
+    return absl::OkStatus();
+  }
+
+  // Whether each scan output's slices have one shape, free of the vars the body binds.
+  static bool ScanSlicesKnown(const ir::Function& body, size_t carried) {
+    std::set<const arith::ExprNode*> local;
+    for (const ir::BindingBlock& block : body.blocks) {
+      for (const ir::Binding& b : block.bindings) {
+        if (!b.match_cast || !b.var->struct_info.shape) continue;
+        for (const PrimExpr& d : *b.var->struct_info.shape) {
+          for (const PrimExpr& v : arith::FreeVars(d)) local.insert(v.get());
+        }
+      }
+    }
+    const auto& results = body.result->args;
+    for (size_t j = carried + 1; j < results.size(); ++j) {
+      const StructInfo& slice = results[j]->struct_info;
+      if (!slice.is_tensor() || !slice.shape) return false;
+      for (const PrimExpr& d : *slice.shape) {
+        for (const PrimExpr& v : arith::FreeVars(d)) {
+          if (local.count(v.get())) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // A loop that counts its trips only now (KeepCarriedShapes): what the importer makes of a
+  // counted loop follows here, its count bound to t, and each scan output the prefix [0, t).
+  void CountTrips(const ir::Binding& loop, std::vector<ir::Binding>& out) {
+    int trips = static_cast<int>(loop.value->struct_info.fields.size()) - 1;
+    Expr get = ir::MakeTupleGetItem(loop.var, trips);
+    Expr count = ir::MakeVar(loop.var->name + "_trips", get->struct_info);
+    out.push_back({count, get});
+    now_counted_[loop.var.get()] = BindValue(out, loop.var->name + "_trips_ran", count);
+  }
+
+  void TakeRanPrefix(const ir::Binding& b, const ir::Binding& stacked,
+                     std::vector<ir::Binding>& out) {
+    PrimExpr t = now_counted_.at(stacked.value->args[0].get());
+    std::vector<PrimExpr> dims = *stacked.var->struct_info.shape;
+    dims[0] = t;
+    ir::ExprNode call = *ir::MakeCall(
+        "slice", {stacked.var, ir::MakeShapeExpr({arith::IntImm(0)}), ir::MakeShapeExpr({t}),
+                  ir::MakeShapeExpr({arith::IntImm(0)}), ir::MakeShapeExpr({arith::IntImm(1)})});
+    call.struct_info = StructInfo::Tensor(dims, stacked.var->struct_info.dtype);
+    Expr prefix = ir::MakeVar(b.var->name, call.struct_info);
+    out.push_back({prefix, std::make_shared<const ir::ExprNode>(std::move(call))});
+    subst_[b.var.get()] = prefix;
   }
 
   // The struct info of `call`, whose args changed: a scan output of a padded loop is reshaped
@@ -171,6 +296,8 @@ class TripCountBinder {
   // Padded loops -> the range of their fields that are scan outputs; those fields' vars.
   std::map<const ir::ExprNode*, std::pair<int, int>> padded_;
   std::set<const ir::ExprNode*> prefix_sources_;
+  // Loops that count their trips since KeepCarriedShapes -> the var bound to that count.
+  std::map<const ir::ExprNode*, PrimExpr> now_counted_;
 };
 
 }  // namespace

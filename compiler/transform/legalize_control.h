@@ -4,6 +4,10 @@
 // Compiled code cannot size a buffer by t before the loop runs, so this pass runs the loop
 // into buffers of its maximum trip count M (bound at run time, match_cast of
 // tensor_to_shape): scan outputs become [M, slice...] and each reshape the prefix [0, t).
+// Compiled code also keeps each carried value of a loop in one buffer of the initial value's
+// shape: where the importer gave the body fresh dims for it (the interpreter runs any loop),
+// the body is specialized to the initial shape and its carried results match_cast to it, a
+// check in each iteration. A loop whose scan outputs thereby get shapes counts its trips.
 // Loops in bodies are left alone (host lowering reports them).
 #pragma once
 

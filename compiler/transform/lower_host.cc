@@ -635,9 +635,14 @@ class HostLowering {
         storages.push_back(AddStorage(out, /*intermediate=*/false));
         continue;
       }
-      if (!body_of_.empty()) KILN_RETURN_IF_ERROR(CheckShapeBound(b.var->name, r));
+      PrimExpr bytes;
+      if (body_of_.empty()) {
+        bytes = ByteSize(r);
+      } else {
+        KILN_ASSIGN_OR_RETURN(bytes, BodyBytes(b.var->name, r));
+      }
       std::string name = is_tuple ? absl::StrCat(b.var->name, "_", k) : b.var->name;
-      storages.push_back(AddIntermediate(name, ByteSize(r)));
+      storages.push_back(AddIntermediate(name, bytes));
     }
     return storages;
   }
@@ -658,8 +663,10 @@ class HostLowering {
   // kernels were legalized like main's. An `if` reads its condition and branches; a loop or
   // scan is a serial host loop over its body. Every value a body makes lives in the
   // workspace for the whole control-flow binding (one binding of the enclosing function), so
-  // nothing a later iteration writes can be a buffer an earlier one still reads. Bodies
-  // must not compute shapes (each iteration has the shapes the first one has).
+  // nothing a later iteration writes can be a buffer an earlier one still reads. A body may
+  // bind dims from values it computes (match_cast of tensor_to_shape, Let in each iteration),
+  // as long as the buffers they size have a constant bound (BodyBytes); a carried value keeps
+  // one shape, checked each iteration (CheckKeptShape).
   static bool IsControlFlow(const ir::ExprNode& value) {
     return value.kind == ir::ExprKind::kIf ||
            (value.kind == ir::ExprKind::kCall && (value.name == "loop" || value.name == "scan"));
@@ -709,7 +716,13 @@ class HostLowering {
     for (const ir::BindingBlock& block : body.blocks) {
       for (const ir::Binding& inner : block.bindings) {
         const ir::ExprNode& value = *inner.value;
-        if (!inner.match_cast && value.kind == ir::ExprKind::kTupleGetItem) {
+        if (IsTensorToShape(inner)) {
+          BindBodyValues(q, inner);
+        } else if (IsValueCheck(inner)) {
+          EmitValueCheck(q, inner);
+        } else if (inner.match_cast && inner.var->struct_info.is_tensor()) {
+          KILN_RETURN_IF_ERROR(CheckKeptShape(q, inner));
+        } else if (!inner.match_cast && value.kind == ir::ExprKind::kTupleGetItem) {
           KILN_RETURN_IF_ERROR(AliasTupleField(inner));
         } else if (!inner.match_cast && value.kind == ir::ExprKind::kCall &&
                    value.name == "call_tir") {
@@ -726,6 +739,81 @@ class HostLowering {
       }
     }
     return absl::OkStatus();
+  }
+
+  // `%s: Shape([n]) = match_cast(tensor_to_shape(%t))` in a body: n is Let from %t's values
+  // in each iteration (the Let is in the iteration's program), before the kernels that use it.
+  void BindBodyValues(HostProgram& q, const ir::Binding& b) {
+    const ir::Expr& tensor = b.value->args[0];
+    PrimExpr data = DataHandle(tensor);
+    const auto& vars = *b.var->struct_info.shape;
+    for (size_t k = 0; k < vars.size(); ++k) {
+      KILN_CHECK(vars[k]->kind == ExprKind::kVar) << "tensor_to_shape binds " << vars[k];
+      PrimExpr element = HostCall(tensor->struct_info.dtype, intrinsic::kReadElement,
+                                  {data, arith::IntImm(static_cast<int64_t>(k))});
+      q.Let(vars[k], arith::Cast(DataType::Int(), element));
+      body_vars_.insert(vars[k].get());
+    }
+  }
+
+  // `%kept: Tensor(state) = match_cast(%v, Tensor(state))`, which bind_loop_trip_counts puts
+  // on a loop's carried results: %v, whose shape the iteration computed, must have the loop
+  // state's shape (its buffer). Checked each iteration; %kept is %v's buffer.
+  absl::Status CheckKeptShape(HostProgram& q, const ir::Binding& b) {
+    const ir::Expr& value = b.value;
+    const ir::StructInfo& want = b.var->struct_info;
+    const ir::StructInfo& have = value->struct_info;
+    if (!want.shape || !have.shape || want.ndim != have.ndim || want.dtype != have.dtype) {
+      return ControlFlowError(
+          *body_of_.front(),
+          absl::StrCat("its body casts %", value->name, " to ", ir::ToString(want),
+                       "; only a cast to the shape of a loop's state is compiled"));
+    }
+    for (size_t d = 0; d < want.shape->size(); ++d) {
+      PrimExpr report = HostCall(
+          DataType::Int(32), intrinsic::kShapeError,
+          {I32(intrinsic::kShapeErrorValue), I32(-1), I32(-1), (*want.shape)[d], (*have.shape)[d]});
+      q.Emit(ir::Assert(arith::Binary(ExprKind::kEQ, (*have.shape)[d], (*want.shape)[d]), report));
+    }
+    auto it = storage_of_.find(value.get());
+    if (it == storage_of_.end()) {
+      return ControlFlowError(*body_of_.front(), absl::StrCat("its body casts %", value->name,
+                                                              ", not a tensor it made"));
+    }
+    storage_of_[b.var.get()] = it->second;
+    return absl::OkStatus();
+  }
+
+  // The bytes a body's result of shape `info` gets in the workspace, which is planned before
+  // the loop runs: its size, or the constant bound of its size where that uses vars the body
+  // binds itself (each iteration then uses a prefix of the buffer).
+  absl::StatusOr<PrimExpr> BodyBytes(const std::string& name, const ir::StructInfo& info) {
+    bool local = false;
+    if (info.is_tensor() && info.shape) {
+      for (const PrimExpr& d : *info.shape) {
+        for (const PrimExpr& v : arith::FreeVars(d)) local |= body_vars_.count(v.get()) > 0;
+      }
+    }
+    if (!local) {
+      KILN_RETURN_IF_ERROR(CheckShapeBound(name, info));
+      return ByteSize(info);
+    }
+    PrimExpr bytes = ByteSize(info);
+    for (const PrimExpr& v : arith::FreeVars(bytes)) {
+      if (body_vars_.count(v.get()) || binder_.count(v.get()) || IsValueVar(v)) continue;
+      return ControlFlowError(*body_of_.front(),
+                              absl::StrCat("the shape of %", name, " in its body uses ", v->name,
+                                           ", which is bound nowhere"));
+    }
+    arith::IntBounds bounds = analyzer_.ConstBounds(bytes);
+    if (bounds.max == std::numeric_limits<int64_t>::max()) {
+      return ControlFlowError(
+          *body_of_.front(),
+          absl::StrCat("the size of %", name, " in its body, ", arith::ToString(bytes),
+                       " bytes, depends on values the body computes and has no bound known "
+                       "before the loop runs; not compiled yet"));
+    }
+    return arith::IntImm(std::max<int64_t>(bounds.max, 0));
   }
 
   // A shape in a body may use only vars the host bound before the body runs: a shape that
@@ -1132,6 +1220,8 @@ class HostLowering {
   // The control-flow bindings whose bodies are being lowered, innermost last.
   std::vector<const ir::Binding*> body_of_;
   bool shape_only_ = false;  // kiln_infer_shapes: no output data, stop at the last count
+  // Vars that bodies bind from values they compute, per iteration (BindBodyValues).
+  std::set<const arith::ExprNode*> body_vars_;
 };
 
 }  // namespace

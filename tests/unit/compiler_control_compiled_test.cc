@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/driver/driver.h"
+#include "compiler/interp/interpreter.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/reference_check.h"
 
@@ -190,6 +191,78 @@ TEST(ControlCompiledTest, LoopStopsWhenItsConditionTurnsFalse) {
   }
 }
 
+// for i in [0, trips): y = y + x[start : i + 1] with x = [1, 2, 3, 4, 5] a constant (or an
+// input of length n), start = i (or 0); scan output: y after each step. The slice's length
+// is read from values inside the body, so the body binds its own dims in each iteration
+// (ONNX test_loop11 with start = i). With start = 0 the carried y grows after the first step.
+std::string SliceLoopModel(bool start_at_i, bool x_is_input = false, bool with_scan = true) {
+  OnnxBuilder body;
+  body.Input("i", {}, onnx::TensorProto::INT64);
+  body.Input("cond_in", {}, onnx::TensorProto::BOOL);
+  body.Input("y_in", {1});
+  body.Node("Add", {"i", "one"}, {"end"});
+  body.Node("Unsqueeze", {"i"}, {"start"}).add_input("axes");
+  body.Node("Unsqueeze", {"end"}, {"end1"}).add_input("axes");
+  body.Node("Slice", {"x", start_at_i ? "start" : "zero", "end1"}, {"piece"});
+  body.Node("Add", {"y_in", "piece"}, {"y_out"});
+  body.Node("Identity", {"cond_in"}, {"cond_out"});
+  body.Node("Identity", {"y_out"}, {"scan_out"});
+  body.Output("cond_out", {}, onnx::TensorProto::BOOL);
+  body.Output("y_out", {1});
+  if (with_scan) body.Output("scan_out", {1});
+  OnnxBuilder b;
+  b.Input("trips", {}, onnx::TensorProto::INT64);
+  b.Input("y", {1});
+  if (x_is_input) {
+    b.Input("x", {"n"});
+  } else {
+    b.FloatInitializer("x", {5}, {1, 2, 3, 4, 5});
+  }
+  b.Int64Initializer("one", {}, {1});
+  b.Int64Initializer("zero", {1}, {0});
+  b.Int64Initializer("axes", {1}, {0});
+  BoolConstant(b, "true", true);
+  std::vector<std::string> outputs = {"final"};
+  if (with_scan) outputs.push_back("steps");
+  auto& loop = b.Node("Loop", {"trips", "true", "y"}, outputs, "slice_loop");
+  OnnxBuilder::GraphAttr(loop, "body", body.graph());
+  b.Output("final", {1});
+  if (with_scan) b.Output("steps", {"s", 1});
+  return b.Serialize();
+}
+
+TEST(ControlCompiledTest, LoopBodyBindsItsOwnDimsEachIteration) {
+  CompiledModel m(SliceLoopModel(/*start_at_i=*/true));
+  ASSERT_NE(m.model, nullptr);
+  for (int64_t trips : {1, 2, 5}) {
+    ir::NDArray y = ArrayOf(DataType::Float(), {1}, {0.5});
+    auto want = testing::ExpectSameAsReference(*m.model, m.module, {Int64(trips), y});
+    ASSERT_EQ(want.size(), 2u);
+    EXPECT_EQ(want[0].GetDouble(0), 0.5 + trips * (trips + 1) / 2) << trips;
+    EXPECT_EQ(want[1].shape, (std::vector<int64_t>{trips, 1}));
+  }
+}
+
+// ONNX lets a carried value change shape; compiled code keeps it in one buffer of the
+// loop's state shape and checks each iteration that it still has it.
+TEST(ControlCompiledTest, CarriedValueChangingShapeIsARunTimeError) {
+  std::string onnx = SliceLoopModel(/*start_at_i=*/false, false, /*with_scan=*/false);
+  CompiledModel m(onnx);
+  ASSERT_NE(m.model, nullptr);
+  ir::NDArray y = ArrayOf(DataType::Float(), {1}, {0.5});
+  m.ExpectSame({Int64(1), y});  // one step: y + x[0:1] keeps the shape [1]
+  auto grown = interp::Run(m.module, {Int64(2), y});
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  EXPECT_EQ((*grown)[0].shape, (std::vector<int64_t>{2}));
+  std::vector<ir::NDArray> inputs = {Int64(2), y};
+  ir::NDArray final_y = ir::NDArray::Zeros(DataType::Float(), {1});
+  std::vector<DLTensor> in = {testing::ViewOf(inputs[0]), testing::ViewOf(inputs[1])};
+  std::vector<DLTensor> out = {testing::ViewOf(final_y)};
+  std::string error;
+  EXPECT_FALSE(m.model->Run(in, &out, &error));
+  EXPECT_NE(error.find("a size computed from them is 2, expected 1"), std::string::npos) << error;
+}
+
 absl::Status CompileError(const std::string& onnx) {
   auto target = ir::ParseTarget("x86_64");
   EXPECT_TRUE(target.ok());
@@ -235,6 +308,16 @@ TEST(ControlCompiledTest, LoopWithoutTripCountIsAClearError) {
   absl::Status status = CompileError(b.Serialize());
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
   EXPECT_NE(status.message().find("(loop): a loop without a maximum trip count"), std::string::npos)
+      << status;
+}
+
+// A dim the body reads from values sizes a buffer planned before the loop runs: it needs a
+// bound known then (here x's length n would be one, which is not compiled yet).
+TEST(ControlCompiledTest, BodyDimWithoutAConstantBoundIsAClearError) {
+  absl::Status status = CompileError(SliceLoopModel(/*start_at_i=*/true, /*x_is_input=*/true));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+  EXPECT_NE(status.message().find("(loop): the size of %"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("no bound known before the loop runs"), std::string::npos)
       << status;
 }
 
