@@ -1,11 +1,11 @@
 // The matmul rule: C[b.., i, j] = sum_k A[.., i, k] * B[.., k, j], tiled as in GotoBLAS
 // (Goto and van de Geijn, "Anatomy of high-performance matrix multiplication", 2008):
 //
-//   for jc (blocks of kBlockCols columns, parallel)
+//   for (jc, group) (blocks of kBlockCols columns x groups of kGroupTiles row tiles, parallel)
 //     allocate Bp[panels][kBlockDepth][NR]
 //     for kc (blocks of kBlockDepth of the reduction)
 //       pack B[kc block, jc block] into NR-wide panels, zero past N
-//       for it (tiles of MR rows)
+//       for it (the group's tiles of MR rows)
 //         for jp (panels)
 //           acc[MR][NR] = C tile (0 for the first kc block)
 //           for kk: acc[ii][jj] += A[row ii, kk] * Bp[jp][kk][jj]   (MR x NR, unrolled)
@@ -15,7 +15,9 @@
 // acc is unrolled to constant indices, so it lives in vector registers; the update is one
 // broadcast of A and NR / lanes vector FMAs per row. Rows past M read row M - 1 (clamped),
 // columns past N read zeros from the packed panel; neither is ever stored. Each C element
-// still sums k in order, one block after another, as the interpreter does.
+// still sums k in order, one block after another, as the interpreter does. A constant B
+// (weights) is packed into panels at compile time instead (PackConstantB), and the kernel
+// reads them with no packing step.
 //
 // One row (M = 1, single-token decode) is a matrix-vector product: the tile would waste
 // MR - 1 of its rows and packing B would copy it once to read it once. It gets its own form:
@@ -23,7 +25,8 @@
 //   for jc (blocks of kBlockCols columns, parallel)
 //     for jp (NR-wide panels; the last one as wide as what is left of N)
 //       acc[NR] = 0
-//       for k: acc[jj] += A[0, k] * B[k, col]   (B read in place: row-major, contiguous in j)
+//       for k: acc[jj] += A[0, k] * B[k, col]   (B read in place, contiguous in j, or its
+//                                                 compile-time panels: one stream)
 //       C[0, col] = acc[jj], then the fused epilogue on that element
 //
 // Each C element still sums k in order. A symbolic M picks the form at run time (M == 1).
@@ -318,8 +321,8 @@ class MatmulTiler {
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(cols_)});
 };
 
-// The one-row form (see the header comment): B read in place, one panel of NR columns at a
-// time, no packing and no row tile.
+// The one-row form (see the header comment): B read in place (or from its compile-time
+// panels), one panel of NR columns at a time, no packing and no row tile.
 class MatvecTiler {
  public:
   MatvecTiler(const Matmul& m, const ir::Target& target) : m_(m), cols_(PanelColumns(target)) {}
