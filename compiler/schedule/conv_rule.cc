@@ -16,10 +16,13 @@
 // acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
 // LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
 // FMAs per column. A tile whose every tap lies inside the input (most of them) reads x
-// unchecked; a border tile skips, column by column, the taps that fall in the padding.
-// Each output element
-// sums its products in (kh, kw, c) order, in f32 as the matmul rule does, on one thread
-// whatever the thread count.
+// unchecked; in a border tile, the columns whose tap falls in the padding keep their sums
+// (a select fixed for the channel loop). A row ends with a narrower tile when few columns
+// are left. Each output element sums its products in (kh, kw, c) order, in f32 as the
+// matmul rule does, on one thread whatever the thread count.
+//
+// Pointwise convs take the matmul rule instead (PointwiseConv), and convs with few taps
+// (depthwise) the row form (RowConv).
 #include "compiler/schedule/conv_rule.h"
 
 #include "compiler/arith/analyzer.h"
