@@ -21,8 +21,8 @@
 // are left. Each output element sums its products in (kh, kw, c) order, in f32 as the
 // matmul rule does, on one thread whatever the thread count.
 //
-// Pointwise convs take the matmul rule instead (PointwiseConv), and convs with few taps
-// (depthwise) the row form (RowConv).
+// Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
+// take (depthwise, small groups) the row form (RowConv).
 #include "compiler/schedule/conv_rule.h"
 
 #include "compiler/arith/analyzer.h"
