@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -119,6 +120,29 @@ TEST(ThreadPoolTest, ConcurrentCallersEachCoverTheirIndices) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// Workers poll for a while after each call before they sleep: calls back to back (caught
+// while polling), calls after a pause longer than the polling (caught after sleeping), and a
+// pool destroyed right after a call (its workers still polling) all behave.
+TEST(ThreadPoolTest, CallsBackToBackAndAfterPausesCoverEveryIndex) {
+  ThreadPool pool(3);
+  int wrong = 0;
+  for (int round = 0; round < 2000; ++round) {
+    if (round % 200 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    Coverage c(5);
+    pool.ParallelFor(5, &Coverage::Task, &c);
+    for (int64_t i = 0; i < 5; ++i) wrong += c.counts[i].load() != 1;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(pool.ParallelFor(20, &FailAtSeven, nullptr), 3);
+  for (int i = 0; i < 20; ++i) {
+    ThreadPool short_lived(2);
+    Coverage c(4);
+    short_lived.ParallelFor(4, &Coverage::Task, &c);
+    for (int64_t k = 0; k < 4; ++k) wrong += c.counts[k].load() != 1;
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(CallEnvTest, ParallelForWithoutAPoolRunsOnTheCaller) {
