@@ -22,7 +22,7 @@ struct Console {
 
 struct CompileArgs {
   std::string model_path;
-  std::vector<std::string> targets;  // presets as the user named them
+  std::vector<std::string> targets;  // presets or descriptions, as the user named them
   std::string server;                // "host:port"; empty compiles in-process
   std::string out_dir;
   std::map<std::string, int64_t> dim_bounds;

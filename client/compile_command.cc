@@ -32,6 +32,15 @@ absl::Status WriteArtifact(const CompileArgs& args, const std::string& target,
   return status;
 }
 
+// The folder under --out for a target as the user named it: a preset keeps that name ("host"
+// stays "host"); a description, whose text has ';' and '=' in it, gets its display name
+// ("x86_64-custom-1a2b3c4d").
+std::string ArtifactFolder(const std::string& requested) {
+  if (requested.find('=') == std::string::npos) return requested;
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(requested);
+  return target.ok() ? target->preset : requested;
+}
+
 // Each target at most once, in the order given.
 std::vector<std::string> UniqueTargets(const std::vector<std::string>& targets) {
   std::vector<std::string> unique;
@@ -58,7 +67,7 @@ void PrintLocalEvent(const std::string& target, const driver::CompileEvent& even
 
 absl::Status CompileOneLocally(const CompileArgs& args, const std::string& model,
                                const std::string& name, Console console) {
-  absl::StatusOr<ir::Target> target = ir::ParseTarget(name);
+  absl::StatusOr<ir::Target> target = driver::ResolveTarget(name);
   if (!target.ok()) return target.status();
   driver::CompileOptions options;
   options.dim_bounds = args.dim_bounds;
@@ -66,8 +75,8 @@ absl::Status CompileOneLocally(const CompileArgs& args, const std::string& model
       model, *target, options,
       [&](const driver::CompileEvent& event) { PrintLocalEvent(name, event, console.err); });
   if (!artifact.ok()) return artifact.status();
-  return WriteArtifact(args, name, artifact->file_name, artifact->bytes, artifact->manifest_json,
-                       console);
+  return WriteArtifact(args, ArtifactFolder(name), artifact->file_name, artifact->bytes,
+                       artifact->manifest_json, console);
 }
 
 // Compiles every target even after one fails, like kilnd, and answers the first failure.
@@ -143,8 +152,9 @@ absl::Status CompileRemotely(const CompileArgs& args, const std::string& model, 
   for (const v1::CompileEvent& event : done) {
     absl::StatusOr<FetchedArtifact> artifact = remote.FetchArtifact(event.artifact_digest());
     if (!artifact.ok()) return Prefixed(event.target_preset(), artifact.status());
-    absl::Status written = WriteArtifact(args, event.target_preset(), artifact->file_name,
-                                         artifact->bytes, artifact->manifest_json, console);
+    absl::Status written =
+        WriteArtifact(args, ArtifactFolder(event.target_preset()), artifact->file_name,
+                      artifact->bytes, artifact->manifest_json, console);
     if (!written.ok()) return written;
     finished.insert(event.target_preset());
   }

@@ -32,7 +32,7 @@ absl::Status Inspect(const InspectArgs& args, Console console) {
     console.out << ir::ToString(*module);
     return absl::OkStatus();
   }
-  absl::StatusOr<ir::Target> target = ir::ParseTarget(args.target);
+  absl::StatusOr<ir::Target> target = driver::ResolveTarget(args.target);
   if (!target.ok()) return target.status();
   bool llvm = args.after == kAfterLLVM;
   std::vector<std::string> names = {"import"};

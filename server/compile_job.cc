@@ -100,7 +100,8 @@ absl::Status CompileJob::RunTarget(const std::string& preset,
                                    const driver::CompileOptions& options) {
   TargetEvents events{this, {}};
   events.base.set_target_preset(preset);
-  absl::StatusOr<ir::Target> target = ir::ParseTarget(preset);
+  // Checked against LLVM here, before the cache: a bad cpu or feature never reaches a compile.
+  absl::StatusOr<ir::Target> target = driver::ResolveTarget(preset);
   if (!target.ok()) {
     events.Error(target.status());
     return target.status();

@@ -10,6 +10,13 @@
 
 namespace kiln::codegen {
 
+// INVALID_ARGUMENT naming what LLVM does not know about `target`: a triple it has no backend
+// for (or would normalize differently), a non-ELF object format (the artifact is linked by
+// ld.lld as an ELF shared object), an unknown cpu or feature. LLVM itself only warns on stderr
+// about unknown cpus and features, and compiles for the baseline.
+// (Defined in target_machine.cc; declared here, away from LLVM's headers, for the driver.)
+absl::Status CheckTarget(const ir::Target& target);
+
 // Emits every PrimFunc of `module` and its constants, plus the exported
 // `kiln_abi_version` and `kiln_signature` (returning `signature`), as an optimized object for
 // `target`, and links it into a shared object. Returns the shared object's bytes.

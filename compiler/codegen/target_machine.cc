@@ -1,12 +1,18 @@
 #include "compiler/codegen/target_machine.h"
 
+#include <algorithm>
+#include <memory>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "compiler/codegen/codegen.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
@@ -48,6 +54,50 @@ static void InitializeTargetsOnce() {
     llvm::InitializeAllAsmPrinters();
     llvm::InitializeAllAsmParsers();
   });
+}
+
+absl::Status CheckTarget(const ir::Target& target) {
+  InitializeTargetsOnce();
+  const std::string normalized = llvm::Triple::normalize(target.triple);
+  if (normalized != target.triple) {
+    return absl::InvalidArgumentError(absl::StrCat("target ", target.preset, ": triple '",
+                                                   target.triple, "' is written '", normalized,
+                                                   "' in LLVM's normal form; use that"));
+  }
+  llvm::Triple triple(normalized);
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(triple.str(), error);
+  if (!llvm_target) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target ", target.preset, ": LLVM has no target for '", target.triple, "': ", error));
+  }
+  if (!triple.isOSBinFormatELF()) {
+    return absl::InvalidArgumentError(absl::StrCat("target ", target.preset, ": triple '",
+                                                   target.triple,
+                                                   "' does not use ELF object files; only ELF "
+                                                   "targets are supported"));
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      llvm_target->createMCSubtargetInfo(triple.str(), "", ""));
+  if (!info) {
+    return absl::InternalError(absl::StrCat("LLVM has no subtarget info for ", triple.str()));
+  }
+  const std::string cpu = target.cpu.empty() ? "generic" : target.cpu;
+  if (!info->isCPUStringValid(cpu)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown cpu '", cpu, "' for ", triple.str()));
+  }
+  llvm::ArrayRef<llvm::SubtargetFeatureKV> known = info->getAllProcessorFeatures();
+  std::vector<std::string> features = absl::StrSplit(target.features, ',', absl::SkipEmpty());
+  for (const std::string& feature : features) {
+    std::string name = feature.substr(feature[0] == '+' || feature[0] == '-' ? 1 : 0);
+    bool found = std::any_of(known.begin(), known.end(),
+                             [&](const llvm::SubtargetFeatureKV& kv) { return name == kv.Key; });
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown feature '", name, "' for ", triple.str()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const ir::Target& target) {

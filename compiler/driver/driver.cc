@@ -30,6 +30,12 @@ std::string CompileOptions::Canonical() const {
   return out;
 }
 
+absl::StatusOr<ir::Target> ResolveTarget(std::string_view text) {
+  KILN_ASSIGN_OR_RETURN(ir::Target target, ir::ParseTarget(text));
+  KILN_RETURN_IF_ERROR(codegen::CheckTarget(target));
+  return target;
+}
+
 absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes) {
   return frontend::ImportOnnx(onnx_bytes);
 }
@@ -37,6 +43,8 @@ absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes) {
 absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Target& target,
                                       const CompileOptions& options, const EventSink& events) {
   using Kind = CompileEvent::Kind;
+  // Before anything is compiled: LLVM would only warn about an unknown cpu or feature.
+  KILN_RETURN_IF_ERROR(codegen::CheckTarget(target));
   Report(events, Kind::kStage, "import", absl::StrCat("importing ", onnx_bytes.size(), " bytes"));
   KILN_ASSIGN_OR_RETURN(ir::IRModule module, ImportModel(onnx_bytes));
   // The signature and manifest describe the model as imported: names, dtypes, symbolic dims.

@@ -40,11 +40,16 @@ struct Artifact {
   std::string manifest_json;  // manifest.json beside it
 };
 
+// The target named by `text` (a preset or a description, see ir::ParseTarget), checked
+// against LLVM: an unknown cpu or feature is INVALID_ARGUMENT naming it. Callers resolve
+// targets here, before any compiling or cache lookup.
+absl::StatusOr<ir::Target> ResolveTarget(std::string_view text);
+
 // Imports an ONNX model into the graph IR (for `kiln inspect` and the reference interpreter).
 absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes);
 
 // Compiles one ONNX model for one target. User errors (bad model, unsupported operator,
-// unknown target) are INVALID_ARGUMENT naming the node, op type and reason.
+// unknown target, cpu or feature) are INVALID_ARGUMENT naming the node, op type and reason.
 absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Target& target,
                                       const CompileOptions& options, const EventSink& events);
 

@@ -1,37 +1,176 @@
 #include "compiler/ir/target.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace kiln::ir {
+namespace {
+
+constexpr char kSupportedArchs[] = "x86_64";
+
+// LLVM's vendor names (llvm::Triple::VendorType); a triple whose second component is none of
+// these has no vendor, and LLVM's normalization inserts "unknown" there.
+bool IsLLVMVendor(const std::string& name) {
+  static const char* const kVendors[] = {"unknown", "apple", "pc",   "scei", "sie",
+                                         "fsl",     "ibm",   "img",  "mti",  "nvidia",
+                                         "csr",     "amd",   "mesa", "suse", "oe"};
+  return std::find(std::begin(kVendors), std::end(kVendors), name) != std::end(kVendors);
+}
+
+// The triple as llvm::Triple::normalize writes it, for the x86_64 triples accepted today:
+// "x86_64-linux-gnu" -> "x86_64-unknown-linux-gnu". (The ir layer does not link LLVM;
+// codegen::CheckTarget rejects a triple that LLVM would normalize differently.)
+absl::StatusOr<std::string> NormalizeTriple(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, '-');
+  if (parts.empty() || parts[0].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("target triple '", text, "' has no arch"));
+  }
+  if (parts[0] != "x86_64") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target triple '", text, "': arch '", parts[0],
+                     "' is not supported; supported archs: ", kSupportedArchs));
+  }
+  if (parts.size() >= 2 && !parts[1].empty() && !IsLLVMVendor(parts[1])) {
+    parts.insert(parts.begin() + 1, "unknown");
+  }
+  for (std::string& part : parts) {
+    if (part.empty()) part = "unknown";
+  }
+  return absl::StrJoin(parts, "-");
+}
+
+// "+fma,+avx2,+fma" -> "+avx2,+fma". Each feature is "+name" or "-name".
+absl::StatusOr<std::string> NormalizeFeatures(const std::string& text) {
+  std::map<std::string, char> signs;  // name -> '+' or '-'
+  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    std::string feature(absl::StripAsciiWhitespace(piece));
+    if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target feature '", feature, "' must be '+name' (enable) or '-name' (disable)"));
+    }
+    std::string name = feature.substr(1);
+    auto [it, inserted] = signs.emplace(name, feature[0]);
+    if (!inserted && it->second != feature[0]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target feature '", name, "' is both enabled and disabled"));
+    }
+  }
+  std::vector<std::string> sorted;
+  for (const auto& [name, sign] : signs) sorted.push_back(std::string(1, sign) + name);
+  return absl::StrJoin(sorted, ",");
+}
+
+// Only enabled features count: "+avx512f" is 512-bit vectors, "+avx2" or "+avx" 256.
+int DefaultVectorBits(const std::string& features) {
+  auto has = [&](const char* name) {
+    for (absl::string_view f : absl::StrSplit(features, ',')) {
+      if (f == absl::StrCat("+", name)) return true;
+    }
+    return false;
+  };
+  if (has("avx512f")) return 512;
+  if (has("avx2") || has("avx")) return 256;
+  return 128;
+}
+
+// FNV-1a, 32 bits: a stable short hash for display names (the ir layer cannot use cache/'s
+// SHA-256). Collisions only make two names alike; cache keys use the whole canonical form.
+uint32_t Fnv1a32(const std::string& text) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+absl::StatusOr<Target> ParseDescription(const std::string& text) {
+  std::map<std::string, std::string> values;
+  for (absl::string_view pair : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::string key(absl::StripAsciiWhitespace(kv[0]));
+    if (kv.size() != 2 || key.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': malformed pair '", pair,
+                       "'; expected key=value with keys triple, cpu, features, vector_bits"));
+    }
+    if (key != "triple" && key != "cpu" && key != "features" && key != "vector_bits") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': unknown key '", key,
+                       "'; known keys: triple, cpu, features, vector_bits"));
+    }
+    if (!values.emplace(key, absl::StripAsciiWhitespace(kv[1])).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': key '", key, "' given twice"));
+    }
+  }
+  auto triple = values.find("triple");
+  if (triple == values.end() || triple->second.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target description '", text, "' has no triple (triple=x86_64-linux-gnu)"));
+  }
+  Target target;
+  absl::StatusOr<std::string> normalized = NormalizeTriple(triple->second);
+  if (!normalized.ok()) return normalized.status();
+  target.triple = *std::move(normalized);
+  // "x86-64" is the x86_64 baseline; other archs, when their backends come, default to "generic".
+  target.cpu = values["cpu"].empty() ? "x86-64" : values["cpu"];
+  absl::StatusOr<std::string> features = NormalizeFeatures(values["features"]);
+  if (!features.ok()) return features.status();
+  target.features = *std::move(features);
+  target.vector_bits = DefaultVectorBits(target.features);
+  if (auto bits = values.find("vector_bits"); bits != values.end()) {
+    if (!absl::SimpleAtoi(bits->second, &target.vector_bits) ||
+        (target.vector_bits != 128 && target.vector_bits != 256 && target.vector_bits != 512)) {
+      return absl::InvalidArgumentError(absl::StrCat("target description '", text,
+                                                     "': vector_bits '", bits->second,
+                                                     "' is not supported; use 128, 256 or 512"));
+    }
+  }
+  target.preset = absl::StrFormat("x86_64-custom-%08x", Fnv1a32(target.Canonical()));
+  return target;
+}
+
+}  // namespace
 
 std::string Target::Canonical() const {
-  return absl::StrCat("preset=", preset, ";triple=", triple, ";cpu=", cpu, ";features=", features,
-                      ";vector_bits=", vector_bits);
+  absl::StatusOr<std::string> sorted = NormalizeFeatures(features);
+  return absl::StrCat("triple=", triple, ";cpu=", cpu,
+                      ";features=", sorted.ok() ? *sorted : features, ";vector_bits=", vector_bits);
 }
 
 std::vector<Target> ListPresetTargets() {
   // x86_64 is the baseline every x86-64 server runs (SSE2); x86_64-v3 is the level of
   // Haswell (2013) and later: AVX2 and FMA, 256-bit vectors; x86_64-v4 adds AVX-512 (Skylake-SP,
-  // Zen 4 and later): 512-bit vectors and 32 vector registers.
+  // Zen 4 and later): 512-bit vectors and 32 vector registers. Features are listed sorted, as
+  // in the canonical form.
   return {
       Target{"x86_64", "x86_64-unknown-linux-gnu", "x86-64", "", 128, "model.so"},
       Target{"x86_64-v3", "x86_64-unknown-linux-gnu", "x86-64-v3", "+avx2,+fma", 256, "model.so"},
       Target{"x86_64-v4", "x86_64-unknown-linux-gnu", "x86-64-v4",
-             "+avx2,+fma,+avx512f,+avx512bw,+avx512dq,+avx512vl,+evex512", 512, "model.so"},
+             "+avx2,+avx512bw,+avx512dq,+avx512f,+avx512vl,+evex512,+fma", 512, "model.so"},
   };
 }
 
 absl::StatusOr<Target> ParseTarget(std::string_view text) {
+  if (text.find('=') != std::string_view::npos) return ParseDescription(std::string(text));
   std::vector<std::string> names;
   for (const Target& t : ListPresetTargets()) {
     if (t.preset == text) return t;
     names.push_back(t.preset);
   }
   if (text == "host") return ListPresetTargets().front();
-  return absl::InvalidArgumentError(absl::StrCat("unknown target '", std::string(text),
-                                                 "'; known targets: ", absl::StrJoin(names, ", "),
-                                                 ", host"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown target '", std::string(text), "'; known targets: ", absl::StrJoin(names, ", "),
+      ", host, or a description triple=T;cpu=C;features=+a,+b;vector_bits=N"));
 }
 
 }  // namespace kiln::ir

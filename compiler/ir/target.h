@@ -11,19 +11,25 @@
 namespace kiln::ir {
 
 struct Target {
-  std::string preset;    // "x86_64", ...
-  std::string triple;    // LLVM triple
+  // Display name: a preset's name ("x86_64"), or for a description "x86_64-custom-" and 8 hex
+  // digits of a hash of the canonical form. Safe as one path component (artifact folders).
+  std::string preset;
+  std::string triple;    // LLVM triple, normalized ("x86_64-unknown-linux-gnu")
   std::string cpu;       // LLVM cpu name
-  std::string features;  // LLVM feature string, "+avx2,+fma"
+  std::string features;  // LLVM feature string, sorted and deduplicated: "+avx2,+fma"
   int vector_bits = 128;
   std::string artifact_file = "model.so";
 
-  // "preset=x86_64;triple=...;cpu=...;features=...;vector_bits=..."
+  // "triple=...;cpu=...;features=...;vector_bits=...": names no preset, so a preset and a
+  // description of the same target are equal.
   std::string Canonical() const;
 };
 
-// Resolves a preset name. Unknown presets are INVALID_ARGUMENT naming the preset and the
-// known ones.
+// Resolves a preset name ("x86_64", "x86_64-v3", "x86_64-v4", "host") or a description
+// "triple=T;cpu=C;features=+a,-b;vector_bits=N" (keys in any order; all but triple optional:
+// cpu defaults to "x86-64", vector_bits to 512 with +avx512f, 256 with +avx2 or +avx, else 128).
+// Unknown presets, keys, malformed pairs and unsupported values are INVALID_ARGUMENT naming
+// them. Whether LLVM knows the cpu and features is checked by codegen::CheckTarget.
 absl::StatusOr<Target> ParseTarget(std::string_view text);
 std::vector<Target> ListPresetTargets();
 

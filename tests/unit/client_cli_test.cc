@@ -1,8 +1,10 @@
 // The kiln command line: words to command arguments, usage errors, exit codes.
 #include "client/cli.h"
 
+#include <filesystem>
 #include <sstream>
 
+#include "compiler/ir/target.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -98,7 +100,10 @@ TEST(CliTest, ExitCodes) {
 TEST(CliTest, TargetsListsPresetsInProcess) {
   std::ostringstream out, err;
   ASSERT_EQ(RunCli({"targets"}, out, err), 0) << err.str();
-  EXPECT_THAT(out.str(), HasSubstr("x86_64\tpreset=x86_64;triple=x86_64-"));
+  EXPECT_THAT(out.str(), HasSubstr("x86_64\ttriple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;"
+                                   "vector_bits=128\n"));
+  EXPECT_THAT(out.str(), HasSubstr("x86_64-v3\ttriple=x86_64-unknown-linux-gnu;cpu=x86-64-v3;"
+                                   "features=+avx2,+fma;vector_bits=256\n"));
 }
 
 TEST(CliTest, LocalCompileReportsUserErrors) {
@@ -113,6 +118,41 @@ TEST(CliTest, LocalCompileReportsUserErrors) {
             1);
   EXPECT_THAT(err.str(), HasSubstr("error: INVALID_ARGUMENT: [nosuch] unknown target 'nosuch'"));
   EXPECT_EQ(out.str(), "");
+}
+
+TEST(CliTest, LocalCompileRejectsUnknownCpuAndFeature) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_relu/model.onnx";
+  const std::string dir = ::testing::TempDir() + "/kiln_cli_bad_target";
+  std::ostringstream out, err;
+  EXPECT_EQ(
+      RunCli({"compile", model, "-t", "triple=x86_64-linux-gnu;cpu=foo", "--out", dir}, out, err),
+      1);
+  EXPECT_THAT(err.str(), HasSubstr("INVALID_ARGUMENT: [triple=x86_64-linux-gnu;cpu=foo] unknown "
+                                   "cpu 'foo' for x86_64-unknown-linux-gnu"));
+  err.str("");
+  EXPECT_EQ(RunCli({"compile", model, "-t", "triple=x86_64-linux-gnu;features=+avx2,+nosuch",
+                    "--out", dir},
+                   out, err),
+            1);
+  EXPECT_THAT(err.str(), HasSubstr("unknown feature 'nosuch' for x86_64-unknown-linux-gnu"));
+  err.str("");
+  EXPECT_EQ(RunCli({"inspect", model, "--after", "llvm", "-t", "triple=x86_64-linux-gnu;cpu=foo"},
+                   out, err),
+            1);
+  EXPECT_THAT(err.str(), HasSubstr("unknown cpu 'foo' for x86_64-unknown-linux-gnu"));
+  EXPECT_EQ(out.str(), "");
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+TEST(CliTest, LocalCompileWritesADescriptionUnderItsDisplayName) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_relu/model.onnx";
+  const std::string dir = ::testing::TempDir() + "/kiln_cli_description";
+  const std::string description = "triple=x86_64-linux-gnu;cpu=x86-64;features=+sse4.2";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli({"compile", model, "-t", description, "--out", dir}, out, err), 0) << err.str();
+  const std::string folder = ir::ParseTarget(description)->preset;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + folder + "/model.so")) << out.str();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -6,8 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "client/cli.h"
 #include "cache/digest.h"
+#include "client/cli.h"
+#include "compiler/ir/target.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kiln/v1/kiln.grpc.pb.h"
@@ -56,7 +57,7 @@ class FakeKiln final : public v1::Kiln::Service {
     for (const std::string& target : request->targets()) {
       v1::CompileEvent event;
       event.set_target_preset(target);
-      event.set_target("preset=" + target);
+      event.set_target("triple=" + target);
       if (target == "broken") {
         event.set_kind(v1::CompileEvent::TARGET_ERROR);
         event.set_error_code(grpc::StatusCode::INVALID_ARGUMENT);
@@ -102,7 +103,7 @@ class FakeKiln final : public v1::Kiln::Service {
                            v1::ListTargetsResponse* response) override {
     v1::TargetInfo* info = response->add_targets();
     info->set_name("x86_64");
-    info->set_canonical("preset=x86_64;triple=x86_64-unknown-linux-gnu");
+    info->set_canonical("triple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;vector_bits=128");
     info->set_description("any x86-64 server");
     return grpc::Status::OK;
   }
@@ -171,6 +172,19 @@ TEST_F(CompileTest, UploadsCompilesFetchesAndWrites) {
   EXPECT_EQ(ReadBack("out/x86_64/manifest.json"), "{\"artifact\": \"model.so\"}");
 }
 
+TEST_F(CompileTest, DescriptionIsWrittenUnderItsDisplayName) {
+  const std::string description = "triple=x86_64-linux-gnu;cpu=x86-64-v3;features=+fma,+avx2";
+  ASSERT_EQ(Kiln({"compile", Path("model.onnx"), "-t", description, "--server", address_, "--out",
+                  Path("out")}),
+            0)
+      << err_.str();
+  EXPECT_THAT(service_.compile_request.targets(), ElementsAre(description));
+  const std::string folder = ir::ParseTarget(description)->preset;
+  EXPECT_THAT(folder, ::testing::MatchesRegex("x86_64-custom-[0-9a-f]{8}"));
+  EXPECT_EQ(out_.str(), folder + ": " + Path("out/" + folder + "/model.so") + "\n");
+  EXPECT_EQ(ReadBack("out/" + folder + "/model.so"), service_.artifact);
+}
+
 TEST_F(CompileTest, FailedTargetReportsCodeAndKeepsTheOthers) {
   EXPECT_EQ(Kiln({"compile", Path("model.onnx"), "-t", "x86_64", "-t", "broken", "--server",
                   address_, "--out", Path("out")}),
@@ -203,7 +217,8 @@ TEST_F(CompileTest, UnreachableServerIsUnavailable) {
 TEST_F(CompileTest, TargetsFromTheServer) {
   ASSERT_EQ(Kiln({"targets", "--server", address_}), 0) << err_.str();
   EXPECT_EQ(out_.str(),
-            "x86_64\tpreset=x86_64;triple=x86_64-unknown-linux-gnu\tany x86-64 server\n");
+            "x86_64\ttriple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;vector_bits=128\tany "
+            "x86-64 server\n");
 }
 
 }  // namespace

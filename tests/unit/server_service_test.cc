@@ -249,6 +249,8 @@ TEST_F(ServiceTest, ListTargetsNamesThePresets) {
   ASSERT_EQ(static_cast<size_t>(response.targets_size()), ir::ListPresetTargets().size());
   EXPECT_EQ(response.targets(0).name(), "x86_64");
   EXPECT_EQ(response.targets(0).canonical(), ir::ParseTarget("x86_64")->Canonical());
+  EXPECT_EQ(response.targets(0).canonical(),
+            "triple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;vector_bits=128");
   EXPECT_THAT(response.targets(0).description(), HasSubstr("x86_64"));
 }
 
@@ -285,6 +287,36 @@ TEST_F(FakeCompilerTest, SecondIdenticalCompileDoesNotRunTheCompiler) {
             first.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest());
   EXPECT_EQ(done.artifact_file_name(), "model.so");
   EXPECT_EQ(done.artifact_size(), fake_.artifact_size);
+}
+
+TEST_F(FakeCompilerTest, PresetAndEquivalentDescriptionShareTheCacheEntry) {
+  const std::string digest = UploadModel(Bytes(300));
+  CompileOutcome first = Compile(digest, {"x86_64-v3"});
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_THAT(first.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(1));
+  const std::string description = "features=+fma,+avx2,+fma;triple=x86_64-linux-gnu;cpu=x86-64-v3";
+  CompileOutcome second = Compile(digest, {description});
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_THAT(second.OfKind(v1::CompileEvent::CACHE_HIT), SizeIs(1));
+  ASSERT_THAT(second.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+  EXPECT_EQ(second.OfKind(v1::CompileEvent::TARGET_DONE)[0].target_preset(), description);
+  EXPECT_EQ(second.OfKind(v1::CompileEvent::TARGET_DONE)[0].target(),
+            "triple=x86_64-unknown-linux-gnu;cpu=x86-64-v3;features=+avx2,+fma;vector_bits=256");
+  EXPECT_EQ(fake_.calls, 1);
+}
+
+TEST_F(FakeCompilerTest, UnknownCpuOrFeatureIsRejectedBeforeCompiling) {
+  const std::string digest = UploadModel(Bytes(300));
+  CompileOutcome cpu = Compile(digest, {"triple=x86_64-linux-gnu;cpu=foo"});
+  EXPECT_EQ(cpu.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(cpu.status.error_message(),
+              HasSubstr("unknown cpu 'foo' for x86_64-unknown-linux-gnu"));
+  CompileOutcome feature = Compile(digest, {"triple=x86_64-linux-gnu;features=+avx9000"});
+  EXPECT_EQ(feature.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(feature.status.error_message(), HasSubstr("unknown feature 'avx9000'"));
+  EXPECT_THAT(feature.OfKind(v1::CompileEvent::TARGET_ERROR), SizeIs(1));
+  EXPECT_THAT(feature.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(0));
+  EXPECT_EQ(fake_.calls, 0);
 }
 
 TEST_F(FakeCompilerTest, CompilerEventsReachTheClientNamingTheTarget) {

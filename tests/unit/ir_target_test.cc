@@ -1,0 +1,133 @@
+// Target presets and descriptions: parsing, defaults, user errors naming the input, and the
+// canonical form that cache keys use (two spellings of one target must be equal).
+#include "compiler/ir/target.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::ir {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+
+std::string ErrorOf(std::string_view text) {
+  absl::StatusOr<Target> target = ParseTarget(text);
+  EXPECT_EQ(target.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  return std::string(target.status().message());
+}
+
+std::string CanonicalOf(std::string_view text) {
+  absl::StatusOr<Target> target = ParseTarget(text);
+  EXPECT_TRUE(target.ok()) << target.status();
+  return target.ok() ? target->Canonical() : "";
+}
+
+TEST(TargetTest, PresetsHaveACanonicalFormWithoutTheirName) {
+  EXPECT_EQ(CanonicalOf("x86_64"),
+            "triple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;vector_bits=128");
+  EXPECT_EQ(CanonicalOf("x86_64-v3"),
+            "triple=x86_64-unknown-linux-gnu;cpu=x86-64-v3;features=+avx2,+fma;vector_bits=256");
+  EXPECT_EQ(CanonicalOf("x86_64-v4"),
+            "triple=x86_64-unknown-linux-gnu;cpu=x86-64-v4;features=+avx2,+avx512bw,+avx512dq,"
+            "+avx512f,+avx512vl,+evex512,+fma;vector_bits=512");
+  EXPECT_EQ(CanonicalOf("host"), CanonicalOf("x86_64"));
+  EXPECT_EQ(ParseTarget("x86_64-v3")->preset, "x86_64-v3");
+  for (const Target& t : ListPresetTargets()) {
+    EXPECT_THAT(t.Canonical(), Not(HasSubstr("preset"))) << t.preset;
+    EXPECT_EQ(ParseTarget(t.preset)->Canonical(), t.Canonical());
+  }
+}
+
+TEST(TargetTest, ParsesAFullDescription) {
+  absl::StatusOr<Target> t = ParseTarget(
+      "triple=x86_64-unknown-linux-gnu;cpu=skylake;features=+avx2,+fma;vector_bits=128");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->triple, "x86_64-unknown-linux-gnu");
+  EXPECT_EQ(t->cpu, "skylake");
+  EXPECT_EQ(t->features, "+avx2,+fma");
+  EXPECT_EQ(t->vector_bits, 128);  // explicit wins over what the features imply
+  EXPECT_EQ(t->artifact_file, "model.so");
+}
+
+TEST(TargetTest, DescriptionDefaults) {
+  absl::StatusOr<Target> t = ParseTarget("triple=x86_64-linux-gnu");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->triple, "x86_64-unknown-linux-gnu");
+  EXPECT_EQ(t->cpu, "x86-64");
+  EXPECT_EQ(t->features, "");
+  EXPECT_EQ(t->vector_bits, 128);
+  EXPECT_EQ(t->Canonical(), CanonicalOf("x86_64"));
+}
+
+TEST(TargetTest, VectorBitsFollowTheEnabledFeatures) {
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=+sse4.2")->vector_bits, 128);
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=+avx")->vector_bits, 256);
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=+fma,+avx2")->vector_bits, 256);
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=+avx2,+avx512f")->vector_bits, 512);
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=-avx512f,+avx2")->vector_bits, 256);
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=-avx2")->vector_bits, 128);
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu;features=+avx2;vector_bits=512")->vector_bits,
+            512);
+}
+
+TEST(TargetTest, PresetAndDescriptionOfOneTargetAreEqual) {
+  EXPECT_EQ(CanonicalOf("triple=x86_64-unknown-linux-gnu;cpu=x86-64-v3;features=+fma,+avx2"),
+            CanonicalOf("x86_64-v3"));
+  EXPECT_EQ(
+      CanonicalOf("vector_bits=256;features=+avx2,+fma;cpu=x86-64-v3;triple=x86_64-linux-gnu"),
+      CanonicalOf("x86_64-v3"));
+  EXPECT_EQ(CanonicalOf("triple=x86_64-linux-gnu;cpu=x86-64-v4;features=+fma,+evex512,+avx512vl,"
+                        "+avx512dq,+avx512bw,+avx512f,+avx2"),
+            CanonicalOf("x86_64-v4"));
+}
+
+TEST(TargetTest, FeatureOrderAndDuplicatesDoNotMatter) {
+  const std::string a = CanonicalOf("triple=x86_64-linux-gnu;features=+fma,+avx2");
+  EXPECT_EQ(a, CanonicalOf("triple=x86_64-linux-gnu;features=+avx2,+fma"));
+  EXPECT_EQ(a, CanonicalOf("triple=x86_64-linux-gnu;features=+avx2,+fma,+avx2,+fma"));
+  EXPECT_EQ(a, CanonicalOf(" triple = x86_64-linux-gnu ; features = +avx2 , +fma ;"));
+  EXPECT_NE(a, CanonicalOf("triple=x86_64-linux-gnu;features=+avx2"));
+  EXPECT_NE(a, CanonicalOf("triple=x86_64-linux-gnu;features=+avx2,-fma"));
+}
+
+TEST(TargetTest, DescriptionsGetAShortStableDisplayName) {
+  const std::string name = ParseTarget("triple=x86_64-linux-gnu;features=+fma,+avx2")->preset;
+  EXPECT_THAT(name, MatchesRegex("x86_64-custom-[0-9a-f]{8}"));
+  EXPECT_EQ(ParseTarget("features=+avx2,+fma,+fma;triple=x86_64-unknown-linux-gnu")->preset, name);
+  EXPECT_NE(ParseTarget("triple=x86_64-linux-gnu;features=+avx2")->preset, name);
+}
+
+TEST(TargetTest, TriplesAreNormalizedAsLLVMDoes) {
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux-gnu")->triple, "x86_64-unknown-linux-gnu");
+  EXPECT_EQ(ParseTarget("triple=x86_64-pc-linux-gnu")->triple, "x86_64-pc-linux-gnu");
+  EXPECT_EQ(ParseTarget("triple=x86_64-linux")->triple, "x86_64-unknown-linux");
+  EXPECT_EQ(ParseTarget("triple=x86_64--linux-gnu")->triple, "x86_64-unknown-linux-gnu");
+}
+
+TEST(TargetTest, ErrorsNameTheKeyOrValue) {
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;arch=x86"), HasSubstr("unknown key 'arch'"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;avx2"), HasSubstr("malformed pair 'avx2'"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;=x"), HasSubstr("malformed pair '=x'"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;vector_bits=wide"),
+              HasSubstr("vector_bits 'wide' is not supported; use 128, 256 or 512"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;vector_bits=384"),
+              HasSubstr("vector_bits '384' is not supported"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;cpu=a;cpu=b"), HasSubstr("key 'cpu' given twice"));
+  EXPECT_THAT(ErrorOf("cpu=x86-64"), HasSubstr("has no triple"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;features=avx2"),
+              HasSubstr("target feature 'avx2' must be '+name'"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;features=+avx2,-avx2"),
+              HasSubstr("'avx2' is both enabled and disabled"));
+  EXPECT_THAT(ErrorOf("riscv-toaster"), HasSubstr("unknown target 'riscv-toaster'"));
+}
+
+TEST(TargetTest, OtherArchsAreNotSupportedYet) {
+  std::string error = ErrorOf("triple=aarch64-unknown-linux-gnu;cpu=neoverse-v1");
+  EXPECT_THAT(error, HasSubstr("arch 'aarch64' is not supported"));
+  EXPECT_THAT(error, HasSubstr("supported archs: x86_64"));
+  EXPECT_THAT(ErrorOf("triple=wasm32"), HasSubstr("arch 'wasm32'"));
+}
+
+}  // namespace
+}  // namespace kiln::ir
