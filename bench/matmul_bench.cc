@@ -45,7 +45,7 @@ std::string MatmulModel(int64_t k, int64_t n) {
 // Compiles the model for `target` into a temporary file and loads it.
 std::unique_ptr<kiln::runtime::Model> CompileAndLoad(const std::string& onnx,
                                                      const std::string& target) {
-  auto t = kiln::ir::ParseTarget(target);
+  auto t = kiln::driver::ResolveTarget(target);
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
     return nullptr;

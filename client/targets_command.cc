@@ -1,13 +1,13 @@
 // `kiln targets`: the presets the compiler knows, from this binary or from kilnd.
 #include "client/commands.h"
 #include "client/remote.h"
-#include "compiler/ir/target.h"
+#include "compiler/driver/driver.h"
 
 namespace kiln::client {
 
 absl::Status ListTargets(const TargetsArgs& args, Console console) {
   if (args.server.empty()) {
-    for (const ir::Target& target : ir::ListPresetTargets()) {
+    for (const ir::Target& target : driver::ListTargets()) {
       console.out << target.preset << "\t" << target.Canonical() << "\n";
     }
     return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/digest.h"
+#include "compiler/driver/driver.h"
 #include "server/catch_exceptions.h"
 #include "server/upload.h"
 #include "spdlog/spdlog.h"
@@ -108,7 +109,7 @@ grpc::Status KilnService::ListTargets(grpc::ServerContext* context,
                                       const v1::ListTargetsRequest* request,
                                       v1::ListTargetsResponse* response) {
   return ToGrpcStatus(CatchExceptions("ListTargets", [&] {
-    for (const ir::Target& target : ir::ListPresetTargets()) {
+    for (const ir::Target& target : driver::ListTargets()) {
       v1::TargetInfo* info = response->add_targets();
       info->set_name(target.preset);
       info->set_canonical(target.Canonical());

@@ -11,11 +11,15 @@
 namespace kiln::codegen {
 
 // INVALID_ARGUMENT naming what LLVM does not know about `target`: a triple it has no backend
-// for (or would normalize differently), a non-ELF object format (the artifact is linked by
-// ld.lld as an ELF shared object), an unknown cpu or feature. LLVM itself only warns on stderr
-// about unknown cpus and features, and compiles for the baseline.
-// (Defined in target_machine.cc; declared here, away from LLVM's headers, for the driver.)
+// for (or would normalize differently), an object format other than ELF (linked by ld.lld
+// into a shared object) or wasm (linked by wasm-ld), an unknown cpu or feature. LLVM itself only
+// warns on stderr about unknown cpus and features, and compiles for the baseline. (Defined in
+// target_machine.cc; declared here, away from LLVM's headers, for the driver.)
 absl::Status CheckTarget(const ir::Target& target);
+
+// This machine as LLVM sees it (triple, cpu name, every feature enabled or disabled), named
+// "host"; INVALID_ARGUMENT when its arch is not one Kiln compiles for.
+absl::StatusOr<ir::Target> HostTarget();
 
 // Emits every PrimFunc of `module` and its constants, plus the exported
 // `kiln_abi_version` and `kiln_signature` (returning `signature`), as an optimized object for

@@ -5,7 +5,9 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/DiagnosticHandler.h"
@@ -17,6 +19,7 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
 
 namespace kiln::codegen {
@@ -71,11 +74,11 @@ absl::Status CheckTarget(const ir::Target& target) {
     return absl::InvalidArgumentError(absl::StrCat(
         "target ", target.preset, ": LLVM has no target for '", target.triple, "': ", error));
   }
-  if (!triple.isOSBinFormatELF()) {
+  if (!triple.isOSBinFormatELF() && !triple.isOSBinFormatWasm()) {
     return absl::InvalidArgumentError(absl::StrCat("target ", target.preset, ": triple '",
                                                    target.triple,
-                                                   "' does not use ELF object files; only ELF "
-                                                   "targets are supported"));
+                                                   "' does not use ELF or wasm object files; "
+                                                   "only those are supported"));
   }
   std::unique_ptr<llvm::MCSubtargetInfo> info(
       llvm_target->createMCSubtargetInfo(triple.str(), "", ""));
@@ -100,6 +103,25 @@ absl::Status CheckTarget(const ir::Target& target) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ir::Target> HostTarget() {
+  InitializeTargetsOnce();
+  std::vector<std::string> features;
+  for (const auto& feature : llvm::sys::getHostCPUFeatures()) {
+    features.push_back(absl::StrCat(feature.getValue() ? "+" : "-", feature.getKey().str()));
+  }
+  std::string description = absl::StrCat(
+      "triple=", llvm::Triple::normalize(llvm::sys::getProcessTriple()),
+      ";cpu=", llvm::sys::getHostCPUName().str(), ";features=", absl::StrJoin(features, ","));
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(description);
+  if (!target.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("this machine is not a supported target: ", target.status().message()));
+  }
+  target->preset = "host";
+  KILN_RETURN_IF_ERROR(CheckTarget(*target));
+  return target;
+}
+
 absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const ir::Target& target) {
   InitializeTargetsOnce();
   llvm::Triple triple(llvm::Triple::normalize(target.triple));
@@ -110,8 +132,12 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const i
                                       target.triple + "': " + error);
   }
   std::string cpu = target.cpu.empty() ? "generic" : target.cpu;
+  llvm::TargetOptions options;
+  // Linux on riscv64 passes floats in FP registers (lp64d); glibc refuses to load a shared
+  // object built for another float ABI.
+  if (triple.isRISCV64()) options.MCOptions.ABIName = "lp64d";
   std::unique_ptr<llvm::TargetMachine> machine(llvm_target->createTargetMachine(
-      triple.str(), cpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      triple.str(), cpu, target.features, options, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
   if (!machine) {
     return absl::InvalidArgumentError("target " + target.preset + ": cannot create a machine for " +

@@ -31,9 +31,18 @@ std::string CompileOptions::Canonical() const {
 }
 
 absl::StatusOr<ir::Target> ResolveTarget(std::string_view text) {
+  if (text == "host") return codegen::HostTarget();
   KILN_ASSIGN_OR_RETURN(ir::Target target, ir::ParseTarget(text));
   KILN_RETURN_IF_ERROR(codegen::CheckTarget(target));
   return target;
+}
+
+std::vector<ir::Target> ListTargets() {
+  std::vector<ir::Target> targets = ir::ListPresetTargets();
+  if (absl::StatusOr<ir::Target> host = codegen::HostTarget(); host.ok()) {
+    targets.push_back(*std::move(host));
+  }
+  return targets;
 }
 
 absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes) {

@@ -40,10 +40,14 @@ struct Artifact {
   std::string manifest_json;  // manifest.json beside it
 };
 
-// The target named by `text` (a preset or a description, see ir::ParseTarget), checked
-// against LLVM: an unknown cpu or feature is INVALID_ARGUMENT naming it. Callers resolve
-// targets here, before any compiling or cache lookup.
+// The target named by `text` (a preset or a description, see ir::ParseTarget; "host" is the
+// machine that compiles, as LLVM detects it), checked against LLVM: an unknown cpu or feature
+// is INVALID_ARGUMENT naming it. Callers resolve targets here, before any compiling or cache
+// lookup.
 absl::StatusOr<ir::Target> ResolveTarget(std::string_view text);
+
+// The presets (ir::ListPresetTargets), then "host" when this machine is a supported target.
+std::vector<ir::Target> ListTargets();
 
 // Imports an ONNX model into the graph IR (for `kiln inspect` and the reference interpreter).
 absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes);

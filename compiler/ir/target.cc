@@ -14,7 +14,32 @@
 namespace kiln::ir {
 namespace {
 
-constexpr char kSupportedArchs[] = "x86_64";
+// What differs between the architectures Kiln compiles for, beyond LLVM's own knowledge.
+struct Arch {
+  const char* name;         // the triple's first component
+  const char* default_cpu;  // LLVM's baseline cpu for the arch
+  const char* artifact_file;
+};
+
+constexpr Arch kArchs[] = {
+    {"x86_64", "x86-64", "model.so"},
+    {"aarch64", "generic", "model.so"},
+    {"riscv64", "generic-rv64", "model.so"},
+    {"wasm32", "generic", "model.wasm"},
+};
+
+const Arch* FindArch(std::string_view name) {
+  for (const Arch& arch : kArchs) {
+    if (name == arch.name) return &arch;
+  }
+  return nullptr;
+}
+
+std::string SupportedArchs() {
+  std::vector<std::string> names;
+  for (const Arch& arch : kArchs) names.push_back(arch.name);
+  return absl::StrJoin(names, ", ");
+}
 
 // LLVM's vendor names (llvm::Triple::VendorType); a triple whose second component is none of
 // these has no vendor, and LLVM's normalization inserts "unknown" there.
@@ -25,7 +50,7 @@ bool IsLLVMVendor(const std::string& name) {
   return std::find(std::begin(kVendors), std::end(kVendors), name) != std::end(kVendors);
 }
 
-// The triple as llvm::Triple::normalize writes it, for the x86_64 triples accepted today:
+// The triple as llvm::Triple::normalize writes it, for the triples of the supported archs:
 // "x86_64-linux-gnu" -> "x86_64-unknown-linux-gnu". (The ir layer does not link LLVM;
 // codegen::CheckTarget rejects a triple that LLVM would normalize differently.)
 absl::StatusOr<std::string> NormalizeTriple(const std::string& text) {
@@ -33,10 +58,10 @@ absl::StatusOr<std::string> NormalizeTriple(const std::string& text) {
   if (parts.empty() || parts[0].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("target triple '", text, "' has no arch"));
   }
-  if (parts[0] != "x86_64") {
+  if (!FindArch(parts[0])) {
     return absl::InvalidArgumentError(
         absl::StrCat("target triple '", text, "': arch '", parts[0],
-                     "' is not supported; supported archs: ", kSupportedArchs));
+                     "' is not supported; supported archs: ", SupportedArchs()));
   }
   if (parts.size() >= 2 && !parts[1].empty() && !IsLLVMVendor(parts[1])) {
     parts.insert(parts.begin() + 1, "unknown");
@@ -68,8 +93,11 @@ absl::StatusOr<std::string> NormalizeFeatures(const std::string& text) {
   return absl::StrJoin(sorted, ",");
 }
 
-// Only enabled features count: "+avx512f" is 512-bit vectors, "+avx2" or "+avx" 256.
-int DefaultVectorBits(const std::string& features) {
+// Only enabled features count: on x86_64 "+avx512f" is 512-bit vectors, "+avx2" or "+avx"
+// 256. NEON, SVE (at its minimum length), RVV (its minimum VLEN, Zvl128b) and wasm SIMD128
+// are 128.
+int DefaultVectorBits(const Arch& arch, const std::string& features) {
+  if (std::string_view(arch.name) != "x86_64") return 128;
   auto has = [&](const char* name) {
     for (absl::string_view f : absl::StrSplit(features, ',')) {
       if (f == absl::StrCat("+", name)) return true;
@@ -121,12 +149,13 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
   absl::StatusOr<std::string> normalized = NormalizeTriple(triple->second);
   if (!normalized.ok()) return normalized.status();
   target.triple = *std::move(normalized);
-  // "x86-64" is the x86_64 baseline; other archs, when their backends come, default to "generic".
-  target.cpu = values["cpu"].empty() ? "x86-64" : values["cpu"];
+  const Arch& arch = *FindArch(target.triple.substr(0, target.triple.find('-')));
+  target.cpu = values["cpu"].empty() ? arch.default_cpu : values["cpu"];
+  target.artifact_file = arch.artifact_file;
   absl::StatusOr<std::string> features = NormalizeFeatures(values["features"]);
   if (!features.ok()) return features.status();
   target.features = *std::move(features);
-  target.vector_bits = DefaultVectorBits(target.features);
+  target.vector_bits = DefaultVectorBits(arch, target.features);
   if (auto bits = values.find("vector_bits"); bits != values.end()) {
     if (!absl::SimpleAtoi(bits->second, &target.vector_bits) ||
         (target.vector_bits != 128 && target.vector_bits != 256 && target.vector_bits != 512)) {
@@ -135,7 +164,7 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
                                                      "' is not supported; use 128, 256 or 512"));
     }
   }
-  target.preset = absl::StrFormat("x86_64-custom-%08x", Fnv1a32(target.Canonical()));
+  target.preset = absl::StrFormat("%s-custom-%08x", arch.name, Fnv1a32(target.Canonical()));
   return target;
 }
 
@@ -147,16 +176,34 @@ std::string Target::Canonical() const {
                       ";features=", sorted.ok() ? *sorted : features, ";vector_bits=", vector_bits);
 }
 
+std::string Target::Arch() const { return triple.substr(0, triple.find('-')); }
+
+int Target::VectorRegisters() const {
+  const std::string arch = Arch();
+  if (arch == "aarch64" || arch == "riscv64") return 32;
+  return arch == "x86_64" && vector_bits >= 512 ? 32 : 16;
+}
+
 std::vector<Target> ListPresetTargets() {
   // x86_64 is the baseline every x86-64 server runs (SSE2); x86_64-v3 is the level of
   // Haswell (2013) and later: AVX2 and FMA, 256-bit vectors; x86_64-v4 adds AVX-512 (Skylake-SP,
-  // Zen 4 and later): 512-bit vectors and 32 vector registers. Features are listed sorted, as
-  // in the canonical form.
+  // Zen 4 and later): 512-bit vectors and 32 vector registers. aarch64 is ARMv8-A with NEON
+  // (every 64-bit Arm phone and board); aarch64-sve adds SVE, used by LLVM where it helps at
+  // the 128-bit minimum length, so the artifact runs on any SVE vector length. riscv64 is
+  // RV64GC with the V extension (RVV 1.0, VLEN >= 128). wasm32 is WebAssembly 1.0 for browsers
+  // and Node.js; wasm32-simd adds SIMD128. Features are listed sorted, as in the canonical
+  // form.
   return {
       Target{"x86_64", "x86_64-unknown-linux-gnu", "x86-64", "", 128, "model.so"},
       Target{"x86_64-v3", "x86_64-unknown-linux-gnu", "x86-64-v3", "+avx2,+fma", 256, "model.so"},
       Target{"x86_64-v4", "x86_64-unknown-linux-gnu", "x86-64-v4",
              "+avx2,+avx512bw,+avx512dq,+avx512f,+avx512vl,+evex512,+fma", 512, "model.so"},
+      Target{"aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", 128, "model.so"},
+      Target{"aarch64-sve", "aarch64-unknown-linux-gnu", "generic", "+neon,+sve", 128, "model.so"},
+      Target{"riscv64", "riscv64-unknown-linux-gnu", "generic-rv64", "+a,+c,+d,+f,+m,+v", 128,
+             "model.so"},
+      Target{"wasm32", "wasm32-unknown-unknown", "generic", "", 128, "model.wasm"},
+      Target{"wasm32-simd", "wasm32-unknown-unknown", "generic", "+simd128", 128, "model.wasm"},
   };
 }
 
@@ -167,7 +214,10 @@ absl::StatusOr<Target> ParseTarget(std::string_view text) {
     if (t.preset == text) return t;
     names.push_back(t.preset);
   }
-  if (text == "host") return ListPresetTargets().front();
+  if (text == "host") {
+    return absl::InvalidArgumentError(
+        "target 'host' names the compiling machine; driver::ResolveTarget resolves it");
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown target '", std::string(text), "'; known targets: ", absl::StrJoin(names, ", "),
       ", host, or a description triple=T;cpu=C;features=+a,+b;vector_bits=N"));

@@ -23,11 +23,18 @@ struct Target {
   // "triple=...;cpu=...;features=...;vector_bits=...": names no preset, so a preset and a
   // description of the same target are equal.
   std::string Canonical() const;
+  // The triple's first component: "x86_64", "aarch64", "riscv64" or "wasm32".
+  std::string Arch() const;
+  // Vector registers the schedules may plan with: 32 on aarch64, riscv64 and AVX-512, else 16.
+  int VectorRegisters() const;
 };
 
-// Resolves a preset name ("x86_64", "x86_64-v3", "x86_64-v4", "host") or a description
+// Resolves a preset name (see ListPresetTargets) or a description
 // "triple=T;cpu=C;features=+a,-b;vector_bits=N" (keys in any order; all but triple optional:
-// cpu defaults to "x86-64", vector_bits to 512 with +avx512f, 256 with +avx2 or +avx, else 128).
+// cpu defaults to the arch's baseline, "x86-64", "generic" or "generic-rv64"; vector_bits on
+// x86_64 to 512 with +avx512f, 256 with +avx2 or +avx, else 128, and to 128 elsewhere). The
+// triple's arch must be x86_64, aarch64, riscv64 or wasm32. "host" is resolved by
+// driver::ResolveTarget, which asks LLVM what this machine is.
 // Unknown presets, keys, malformed pairs and unsupported values are INVALID_ARGUMENT naming
 // them. Whether LLVM knows the cpu and features is checked by codegen::CheckTarget.
 absl::StatusOr<Target> ParseTarget(std::string_view text);

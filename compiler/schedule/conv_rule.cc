@@ -231,7 +231,7 @@ class ConvTiler {
       : conv_(conv),
         weights_(IsWeightConstant(conv, weights) ? weights : nullptr),
         lanes_(2 * std::max(4, target.vector_bits / 32)),
-        cols_(TileColumns(target.vector_bits >= 512 ? 14 : 6, conv.width)) {}
+        cols_(TileColumns(target.VectorRegisters() >= 32 ? 14 : 6, conv.width)) {}
 
   // The channel of x that output channel block `ocb` reads at reduction channel c: the same
   // for every channel of the block when groups hold whole blocks. nullopt otherwise.

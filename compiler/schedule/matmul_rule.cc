@@ -59,7 +59,7 @@ constexpr int64_t kGroupTiles = 32;
 // Rows per register tile (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit
 // the vector registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
 int64_t TileRows(const ir::Target& target) {
-  int64_t registers = target.vector_bits >= 512 ? 32 : 16;
+  int64_t registers = target.VectorRegisters();
   return (registers - 3) / 2;
 }
 

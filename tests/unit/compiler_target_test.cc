@@ -29,7 +29,9 @@ TEST(TargetCheckTest, PresetsAndNormalizedDescriptionsPass) {
        {"triple=x86_64-linux-gnu", "triple=x86_64-unknown-linux-gnu", "triple=x86_64-pc-linux-gnu",
         "triple=x86_64-linux", "triple=x86_64--linux-gnu",
         "triple=x86_64-unknown-linux-gnu;"
-        "cpu=znver4;features=+avx512f,-avx512vl"}) {
+        "cpu=znver4;features=+avx512f,-avx512vl",
+        "triple=aarch64-linux-gnu;cpu=cortex-a76;features=+dotprod", "triple=riscv64-linux-gnu",
+        "triple=wasm32-unknown-unknown;features=+simd128"}) {
     absl::StatusOr<ir::Target> t = driver::ResolveTarget(text);
     EXPECT_TRUE(t.ok()) << text << ": " << t.status();
   }
@@ -52,7 +54,24 @@ TEST(TargetCheckTest, UnknownFeatureIsInvalidArgumentNamingIt) {
 TEST(TargetCheckTest, NonElfTriplesAreRejected) {
   absl::Status status = ResolveError("triple=x86_64-apple-macosx");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("only ELF"));
+  EXPECT_THAT(status.message(), HasSubstr("does not use ELF or wasm"));
+}
+
+TEST(TargetCheckTest, FeaturesOfAnotherArchAreUnknown) {
+  EXPECT_EQ(ResolveError("triple=aarch64-linux-gnu;features=+avx2").message(),
+            "unknown feature 'avx2' for aarch64-unknown-linux-gnu");
+  EXPECT_EQ(ResolveError("triple=riscv64-linux-gnu;cpu=skylake").message(),
+            "unknown cpu 'skylake' for riscv64-unknown-linux-gnu");
+}
+
+TEST(TargetCheckTest, HostIsThisMachineAsLLVMSeesIt) {
+  absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(host->preset, "host");
+  EXPECT_EQ(host->Arch(), "x86_64");  // the machines Kiln is built and tested on
+  EXPECT_NE(host->cpu, "x86-64");     // a real cpu name, not the baseline
+  EXPECT_THAT(host->features, HasSubstr("+sse2"));
+  EXPECT_EQ(driver::ListTargets().back().preset, "host");
 }
 
 TEST(TargetCheckTest, CompileModelRejectsABadTargetBeforeCompiling) {

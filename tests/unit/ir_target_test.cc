@@ -31,12 +31,50 @@ TEST(TargetTest, PresetsHaveACanonicalFormWithoutTheirName) {
   EXPECT_EQ(CanonicalOf("x86_64-v4"),
             "triple=x86_64-unknown-linux-gnu;cpu=x86-64-v4;features=+avx2,+avx512bw,+avx512dq,"
             "+avx512f,+avx512vl,+evex512,+fma;vector_bits=512");
-  EXPECT_EQ(CanonicalOf("host"), CanonicalOf("x86_64"));
   EXPECT_EQ(ParseTarget("x86_64-v3")->preset, "x86_64-v3");
   for (const Target& t : ListPresetTargets()) {
     EXPECT_THAT(t.Canonical(), Not(HasSubstr("preset"))) << t.preset;
     EXPECT_EQ(ParseTarget(t.preset)->Canonical(), t.Canonical());
   }
+}
+
+TEST(TargetTest, EveryArchHasPresets) {
+  EXPECT_EQ(CanonicalOf("aarch64"),
+            "triple=aarch64-unknown-linux-gnu;cpu=generic;features=+neon;vector_bits=128");
+  EXPECT_EQ(CanonicalOf("aarch64-sve"),
+            "triple=aarch64-unknown-linux-gnu;cpu=generic;features=+neon,+sve;vector_bits=128");
+  EXPECT_EQ(CanonicalOf("riscv64"),
+            "triple=riscv64-unknown-linux-gnu;cpu=generic-rv64;features=+a,+c,+d,+f,+m,+v;"
+            "vector_bits=128");
+  EXPECT_EQ(CanonicalOf("wasm32"),
+            "triple=wasm32-unknown-unknown;cpu=generic;features=;vector_bits=128");
+  EXPECT_EQ(CanonicalOf("wasm32-simd"),
+            "triple=wasm32-unknown-unknown;cpu=generic;features=+simd128;vector_bits=128");
+  EXPECT_EQ(ParseTarget("wasm32")->artifact_file, "model.wasm");
+  EXPECT_EQ(ParseTarget("aarch64")->artifact_file, "model.so");
+  EXPECT_EQ(ParseTarget("aarch64")->VectorRegisters(), 32);
+  EXPECT_EQ(ParseTarget("x86_64-v3")->VectorRegisters(), 16);
+  EXPECT_EQ(ParseTarget("x86_64-v4")->VectorRegisters(), 32);
+}
+
+TEST(TargetTest, DescriptionsOfOtherArchsTakeTheirDefaults) {
+  absl::StatusOr<Target> arm = ParseTarget("triple=aarch64-linux-gnu;features=+neon");
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  EXPECT_EQ(arm->Canonical(), CanonicalOf("aarch64"));
+  EXPECT_THAT(arm->preset, MatchesRegex("aarch64-custom-[0-9a-f]{8}"));
+  absl::StatusOr<Target> rv = ParseTarget("triple=riscv64-linux-gnu;features=+m,+a,+f,+d,+c,+v");
+  ASSERT_TRUE(rv.ok()) << rv.status();
+  EXPECT_EQ(rv->Canonical(), CanonicalOf("riscv64"));
+  absl::StatusOr<Target> wasm = ParseTarget("triple=wasm32-unknown-unknown;features=+simd128");
+  ASSERT_TRUE(wasm.ok()) << wasm.status();
+  EXPECT_EQ(wasm->Canonical(), CanonicalOf("wasm32-simd"));
+  EXPECT_EQ(wasm->artifact_file, "model.wasm");
+  // SVE's length is not known at compile time: 128 bits unless the description says more.
+  EXPECT_EQ(ParseTarget("triple=aarch64-linux-gnu;features=+sve")->vector_bits, 128);
+}
+
+TEST(TargetTest, HostIsResolvedByTheDriverNotHere) {
+  EXPECT_THAT(ErrorOf("host"), HasSubstr("driver::ResolveTarget"));
 }
 
 TEST(TargetTest, ParsesAFullDescription) {
@@ -122,11 +160,11 @@ TEST(TargetTest, ErrorsNameTheKeyOrValue) {
   EXPECT_THAT(ErrorOf("riscv-toaster"), HasSubstr("unknown target 'riscv-toaster'"));
 }
 
-TEST(TargetTest, OtherArchsAreNotSupportedYet) {
-  std::string error = ErrorOf("triple=aarch64-unknown-linux-gnu;cpu=neoverse-v1");
-  EXPECT_THAT(error, HasSubstr("arch 'aarch64' is not supported"));
-  EXPECT_THAT(error, HasSubstr("supported archs: x86_64"));
-  EXPECT_THAT(ErrorOf("triple=wasm32"), HasSubstr("arch 'wasm32'"));
+TEST(TargetTest, UnsupportedArchIsNamed) {
+  std::string error = ErrorOf("triple=mips64-unknown-linux-gnu");
+  EXPECT_THAT(error, HasSubstr("arch 'mips64' is not supported"));
+  EXPECT_THAT(error, HasSubstr("supported archs: x86_64, aarch64, riscv64, wasm32"));
+  EXPECT_THAT(ErrorOf("triple=arm-linux-gnueabihf"), HasSubstr("arch 'arm'"));
 }
 
 }  // namespace

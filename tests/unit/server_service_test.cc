@@ -246,7 +246,8 @@ TEST_F(ServiceTest, ListTargetsNamesThePresets) {
   grpc::ClientContext context;
   SetDeadline(context);
   ASSERT_TRUE(stub_->ListTargets(&context, {}, &response).ok());
-  ASSERT_EQ(static_cast<size_t>(response.targets_size()), ir::ListPresetTargets().size());
+  ASSERT_EQ(static_cast<size_t>(response.targets_size()), ir::ListPresetTargets().size() + 1);
+  EXPECT_EQ(response.targets(response.targets_size() - 1).name(), "host");
   EXPECT_EQ(response.targets(0).name(), "x86_64");
   EXPECT_EQ(response.targets(0).canonical(), ir::ParseTarget("x86_64")->Canonical());
   EXPECT_EQ(response.targets(0).canonical(),
@@ -326,7 +327,7 @@ TEST_F(FakeCompilerTest, CompilerEventsReachTheClientNamingTheTarget) {
   ASSERT_THAT(stages, SizeIs(1));
   EXPECT_EQ(stages[0].name(), "import");
   EXPECT_EQ(stages[0].target_preset(), "host");
-  EXPECT_EQ(stages[0].target(), ir::ParseTarget("host")->Canonical());
+  EXPECT_EQ(stages[0].target(), driver::ResolveTarget("host")->Canonical());
   EXPECT_THAT(outcome.OfKind(v1::CompileEvent::PASS), SizeIs(1));
   EXPECT_EQ(outcome.events.back().kind(), v1::CompileEvent::TARGET_DONE);
 }
