@@ -10,6 +10,9 @@ packages=(
   libsqlite3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libonnx-dev libonnx-testdata python3-onnx libdlpack-dev python3-yaml clang-format
   python3-torch python3-torchvision libopenblas-dev
+  # Backends other than x86_64: cross toolchains build kiln-runner for aarch64 and riscv64,
+  # qemu-user runs it; wasm32 artifacts run in Node.js and headless Chromium.
+  g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user nodejs chromium
 )
 
 missing=()

@@ -23,6 +23,7 @@
 #include "compiler/codegen/math_library.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include "compiler/arith/check.h"
@@ -103,6 +104,18 @@ class MathEmitter {
     return r;
   }
 
+  // The integer nearest to v (ties to even), as a float and as an i32, for |v| < 2^22, without
+  // a float-to-int conversion: adding 1.5 * 2^(mantissa bits) leaves it in the low bits of the
+  // sum (as musl's exp does). Vectorized, this is an add and an integer subtract; conversions
+  // are slower (f64 to i32 on AVX2), and the RVV ones with round-toward-zero abort Debian 12's
+  // qemu-riscv64 (7.2, QEMU issue 1441) that the riscv64 tests run on.
+  std::pair<Value*, Value*> NearestInt(Value* v) {
+    Value* shift = C(1.5 * std::ldexp(1.0, f32_ ? 23 : 52));
+    Value* sum = Add(v, shift);
+    Value* low = b_.CreateSub(b_.CreateBitCast(sum, int_type_), b_.CreateBitCast(shift, int_type_));
+    return {Sub(sum, shift), b_.CreateSExtOrTrunc(low, b_.getInt32Ty())};
+  }
+
   // 2^n for n an i32 within the normal exponent range.
   Value* Pow2(Value* n) {
     int mantissa_bits = f32_ ? 23 : 52;
@@ -134,8 +147,7 @@ class MathEmitter {
     const double lo = f32_ ? -104.0 : -746.0, hi = f32_ ? 89.0 : 710.0;
     Value* xc = Select(b_.CreateFCmpOGT(x, C(hi)), C(hi), x);
     xc = Select(b_.CreateFCmpOLT(xc, C(lo)), C(lo), xc);
-    Value* k = b_.CreateFPToSI(Add(Mul(xc, C(inv_ln2)), CopySign(C(0.5), xc)), b_.getInt32Ty());
-    Value* kf = b_.CreateSIToFP(k, type_);
+    auto [kf, k] = NearestInt(Mul(xc, C(inv_ln2)));
     Value* high = Sub(xc, Mul(kf, C(ln2_hi)));
     Value* low = Mul(kf, C(ln2_lo));
     Value* r = Sub(high, low);
@@ -389,7 +401,7 @@ class MathEmitter {
     Value* fn = Round(Mul(x, C(invpio2)));
     // Only n mod 4 matters; taking it in floating point keeps the conversion in range.
     Value* n4 = Sub(fn, Mul(C(4.0), Floor(Mul(fn, C(0.25)))));
-    Value* n = b_.CreateFPToSI(n4, b_.getInt32Ty());
+    Value* n = NearestInt(n4).second;
     Value* r1 = Sub(x, Mul(fn, C(pio2_1)));
     Value* w1 = Mul(fn, C(pio2_1t));
     Value* y1 = Sub(r1, w1);

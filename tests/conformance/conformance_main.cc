@@ -3,14 +3,17 @@
 // expected ones at the ONNX backend runner's tolerances (rtol 1e-3, atol 1e-7).
 //
 //   kiln-conformance --suite DIR --mode reference|compiled [--target T]
-//                    [--expected-failures FILE] [--filter TEXT]
+//                    [--expected-failures FILE]... [--filter TEXT]
 //
 // reference runs the reference interpreter; compiled compiles each model for the target
-// (x86_64 by default) into an artifact and runs it through the runtime, as a user would.
+// (x86_64 by default) into an artifact and runs it through the runtime, as a user would: in
+// this process for x86_64, through kiln-runner under qemu-user for aarch64 and riscv64, and
+// in Node.js for wasm32 (tests/support/remote_runner.h).
 //
 // Every imported model is also verified and round-tripped through the IR text format.
 // Prints one line per failure with its reason, then `conformance: P passed, F failed`. With
-// an expected-failure list (lines `test_name  reason`, # comments), the exit code is nonzero
+// expected-failure lists (lines `test_name  reason`, # comments; several lists are read as
+// one: a target's own list adds to the x86_64 one), the exit code is nonzero
 // when a test fails that is not on the list, or a listed test passes (take it off the list).
 #include <algorithm>
 #include <cmath>
@@ -31,6 +34,7 @@
 #include "compiler/ir/structural.h"
 #include "compiler/ir/verifier.h"
 #include "kiln/runtime.hpp"
+#include "tests/support/remote_runner.h"
 
 namespace kiln::conformance {
 namespace {
@@ -41,7 +45,7 @@ struct Options {
   std::string suite;
   std::string mode = "reference";
   std::string target = "x86_64";
-  std::string expected_failures;
+  std::vector<std::string> expected_failures;
   std::string filter;
 };
 
@@ -137,11 +141,18 @@ absl::StatusOr<std::vector<ir::NDArray>> RunArtifact(const runtime::Model& model
   return outputs;
 }
 
-// Compiles the model into an artifact in a private temporary file and loads it.
+// Compiles the model into an artifact in a private temporary file and loads it: in this
+// process for x86_64, else through kiln-runner under qemu-user or Node.js.
 absl::StatusOr<Executor> CompiledExecutor(const std::string& model, const std::string& target) {
-  KILN_ASSIGN_OR_RETURN(ir::Target t, ir::ParseTarget(target));
+  KILN_ASSIGN_OR_RETURN(ir::Target t, driver::ResolveTarget(target));
   KILN_ASSIGN_OR_RETURN(driver::Artifact artifact,
                         driver::CompileModel(model, t, driver::CompileOptions{}, nullptr));
+  if (t.Arch() != "x86_64") {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<testing::RemoteModel> remote,
+                          testing::RemoteModel::Start(t, artifact.bytes));
+    return Executor(
+        [remote](const std::vector<ir::NDArray>& inputs) { return remote->Run(inputs); });
+  }
   char path[] = "/tmp/kiln-conformance-XXXXXX.so";
   int fd = mkstemps(path, 3);
   if (fd < 0) return absl::InternalError("cannot create a temporary artifact file");
@@ -224,10 +235,9 @@ absl::Status RunTest(const fs::path& dir, const Options& options) {
   return absl::OkStatus();
 }
 
-// test name -> reason
-absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(const std::string& path) {
-  std::map<std::string, std::string> out;
-  if (path.empty()) return out;
+// Adds the entries of one list (lines `test_name  reason`, # comments) to `out`.
+absl::Status ReadExpectedFailureList(const std::string& path,
+                                     std::map<std::string, std::string>& out) {
   KILN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   std::istringstream lines(text);
   std::string line;
@@ -241,6 +251,16 @@ absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(const st
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", name, " has no reason"));
     }
     out[name] = reason;
+  }
+  return absl::OkStatus();
+}
+
+// test name -> reason, from every list given.
+absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(
+    const std::vector<std::string>& paths) {
+  std::map<std::string, std::string> out;
+  for (const std::string& path : paths) {
+    KILN_RETURN_IF_ERROR(ReadExpectedFailureList(path, out));
   }
   return out;
 }
@@ -260,7 +280,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     } else if (arg == "--target") {
       KILN_ASSIGN_OR_RETURN(o.target, value());
     } else if (arg == "--expected-failures") {
-      KILN_ASSIGN_OR_RETURN(o.expected_failures, value());
+      KILN_ASSIGN_OR_RETURN(std::string path, value());
+      o.expected_failures.push_back(path);
     } else if (arg == "--filter") {
       KILN_ASSIGN_OR_RETURN(o.filter, value());
     } else {

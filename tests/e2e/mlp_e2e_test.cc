@@ -216,6 +216,40 @@ TEST_F(E2ETest, SecondCompileIsACacheHit) {
   CheckBatch(Quote(dir_ / "second" / "x86_64"), 3);
 }
 
+// The ELF machine field (e_machine) of a shared object.
+int ElfMachine(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char header[20] = {};
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  return header[18] | header[19] << 8;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(E2ETest, OneRequestGivesOneArtifactPerTargetEachCachedOnItsOwn) {
+  const std::string targets = " --target x86_64 --target aarch64 --target riscv64";
+  CommandResult r = Kiln("compile " + Quote(dir_ / "mlp.onnx") + targets + " --server " + Server() +
+                         " --out " + Quote(dir_ / "first"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "cache miss"), 3) << r.output;
+  // EM_X86_64, EM_AARCH64, EM_RISCV.
+  EXPECT_EQ(ElfMachine(dir_ / "first" / "x86_64" / "model.so"), 62);
+  EXPECT_EQ(ElfMachine(dir_ / "first" / "aarch64" / "model.so"), 183);
+  EXPECT_EQ(ElfMachine(dir_ / "first" / "riscv64" / "model.so"), 243);
+  CheckBatch(Quote(dir_ / "first" / "x86_64"), 2);
+
+  r = Kiln("compile " + Quote(dir_ / "mlp.onnx") + " --target riscv64 --target x86_64-v3" +
+           " --server " + Server() + " --out " + Quote(dir_ / "second"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "cache hit"), 1) << r.output;   // riscv64
+  EXPECT_EQ(Count(r.output, "cache miss"), 1) << r.output;  // x86_64-v3
+  EXPECT_EQ(ElfMachine(dir_ / "second" / "riscv64" / "model.so"), 243);
+}
+
 TEST_F(E2ETest, InProcessCompileGivesTheSameResults) {
   fs::path out = dir_ / "local";
   CommandResult r =

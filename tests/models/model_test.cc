@@ -1,6 +1,7 @@
 // Model tests: whole models exported by generate_models.py (torchvision's resnet18 and
-// mobilenet_v2, BERT-, GPT- and Llama-style transformers) are compiled for x86_64 once, with
-// their symbolic dims, and the artifact is run at several shapes. Every output is compared
+// mobilenet_v2, BERT-, GPT- and Llama-style transformers) are compiled once per target
+// (x86_64 in process, aarch64 under qemu-user), with their symbolic dims, and the artifact is
+// run at several shapes. Every output is compared
 // with the reference interpreter running the imported graph on the same inputs.
 //
 // The ONNX files are generated at test time (ctest fixture models.generate) into
@@ -22,6 +23,7 @@
 #include "compiler/interp/interpreter.h"
 #include "kiln/runtime.hpp"
 #include "tests/support/artifact.h"
+#include "tests/support/remote_runner.h"
 
 namespace kiln::models {
 namespace {
@@ -145,99 +147,6 @@ const char* KnownGapReason(const absl::Status& status) {
   return nullptr;
 }
 
-struct CompiledModel {
-  ir::IRModule module;                     // the imported graph, for the interpreter
-  std::shared_ptr<runtime::Model> loaded;  // the artifact
-};
-
-// Imports and compiles the model for x86_64 and loads the artifact from a private file; skips
-// the calling test on a known gap (callers return when IsSkipped()).
-void Compile(const std::string& name, CompiledModel* out) {
-  std::string onnx = ReadModel(name);
-  ASSERT_FALSE(onnx.empty());
-  auto module = driver::ImportModel(onnx);
-  ASSERT_TRUE(module.ok()) << module.status();
-  out->module = *std::move(module);
-  auto target = ir::ParseTarget("x86_64");
-  ASSERT_TRUE(target.ok()) << target.status();
-  auto artifact = driver::CompileModel(onnx, *target, driver::CompileOptions{}, nullptr);
-  if (!artifact.ok()) {
-    if (const char* reason = KnownGapReason(artifact.status())) {
-      GTEST_SKIP() << name << ": " << reason << ": " << artifact.status();
-    }
-  }
-  ASSERT_TRUE(artifact.ok()) << artifact.status();
-  out->loaded = testing::LoadArtifact(*artifact);
-  ASSERT_TRUE(out->loaded);
-}
-
-// Runs the artifact and the interpreter on the same inputs at one shape and compares every
-// output; returns the artifact's outputs for shape checks.
-std::vector<ir::NDArray> CheckAtShape(const CompiledModel& m, const Symbols& symbols) {
-  std::string where;
-  for (const auto& [name, value] : symbols) absl::StrAppend(&where, name, "=", value, " ");
-  SCOPED_TRACE(where);
-  std::mt19937 rng(42);
-  std::vector<ir::NDArray> inputs;
-  for (const runtime::TensorInfo& info : m.loaded->inputs()) {
-    inputs.push_back(MakeInput(info, symbols, rng));
-  }
-  auto expected = interp::Run(m.module, inputs);
-  EXPECT_TRUE(expected.ok()) << expected.status();
-  if (!expected.ok()) return {};
-  std::vector<ir::NDArray> actual = RunArtifact(*m.loaded, inputs);
-  EXPECT_EQ(actual.size(), expected->size());
-  for (size_t i = 0; i < std::min(actual.size(), expected->size()); ++i) {
-    ExpectClose(actual[i], (*expected)[i], m.loaded->outputs()[i].name);
-  }
-  return actual;
-}
-
-// The artifact's signature keeps the model's symbolic dims: "name: f32[batch, 3, ...]".
-std::string Signature(const std::vector<runtime::TensorInfo>& infos) {
-  std::vector<std::string> parts;
-  for (const auto& info : infos) parts.push_back(info.name + ": " + runtime::Describe(info));
-  return absl::StrJoin(parts, "; ");
-}
-
-class ImageModelTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(ImageModelTest, MatchesInterpreterAtSeveralImageSizes) {
-  CompiledModel m;
-  ASSERT_NO_FATAL_FAILURE(Compile(GetParam(), &m));
-  if (IsSkipped()) return;
-  EXPECT_EQ(Signature(m.loaded->inputs()), "image: f32[batch, 3, height, width]");
-  EXPECT_EQ(Signature(m.loaded->outputs()), "logits: f32[batch, 1000]");
-  CheckAtShape(m, {{"batch", 1}, {"height", 64}, {"width", 64}});
-  CheckAtShape(m, {{"batch", 2}, {"height", 96}, {"width", 80}});
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, ImageModelTest, ::testing::Values("resnet18", "mobilenet_v2"),
-                         [](const auto& info) { return info.param; });
-
-TEST(TransformerModelTest, BertMatchesInterpreterAtSeveralBatchAndSequenceSizes) {
-  CompiledModel m;
-  ASSERT_NO_FATAL_FAILURE(Compile("bert", &m));
-  if (::testing::Test::IsSkipped()) return;
-  EXPECT_EQ(Signature(m.loaded->inputs()),
-            "input_ids: i64[batch, seq]; attention_mask: i64[batch, seq]; "
-            "token_type_ids: i64[batch, seq]");
-  EXPECT_EQ(Signature(m.loaded->outputs()),
-            "last_hidden_state: f32[batch, seq, 32]; pooled: f32[batch, 32]");
-  CheckAtShape(m, {{"batch", 1}, {"seq", 8}});
-  CheckAtShape(m, {{"batch", 2}, {"seq", 13}});
-}
-
-TEST(TransformerModelTest, GptMatchesInterpreterAtSeveralBatchAndSequenceSizes) {
-  CompiledModel m;
-  ASSERT_NO_FATAL_FAILURE(Compile("gpt", &m));
-  if (::testing::Test::IsSkipped()) return;
-  EXPECT_EQ(Signature(m.loaded->inputs()), "input_ids: i64[batch, seq]");
-  EXPECT_EQ(Signature(m.loaded->outputs()), "logits: f32[batch, seq, 97]");
-  CheckAtShape(m, {{"batch", 1}, {"seq", 8}});
-  CheckAtShape(m, {{"batch", 2}, {"seq", 13}});
-}
-
 // The imported graph's inputs as signature entries, for models not compiled.
 std::vector<runtime::TensorInfo> ImportedInputs(const ir::Function& main) {
   std::vector<runtime::TensorInfo> infos;
@@ -252,9 +161,144 @@ std::vector<runtime::TensorInfo> ImportedInputs(const ir::Function& main) {
   return infos;
 }
 
+// A model compiled for one target: loaded in this process for x86_64, else run by kiln-runner
+// under qemu-user (aarch64) or Node.js (wasm32).
+struct CompiledModel {
+  ir::IRModule module;                           // the imported graph, for the interpreter
+  std::vector<runtime::TensorInfo> inputs;       // as imported
+  std::vector<std::string> output_names;         // as imported
+  std::shared_ptr<runtime::Model> loaded;        // the x86_64 artifact
+  std::shared_ptr<testing::RemoteModel> remote;  // an artifact for another arch
+
+  std::vector<ir::NDArray> Run(std::vector<ir::NDArray> inputs) const {
+    if (loaded) return RunArtifact(*loaded, std::move(inputs));
+    absl::StatusOr<std::vector<ir::NDArray>> outputs = remote->Run(inputs);
+    EXPECT_TRUE(outputs.ok()) << outputs.status();
+    return outputs.ok() ? *std::move(outputs) : std::vector<ir::NDArray>{};
+  }
+};
+
+// Imports and compiles the model for `target` and loads or starts the artifact; skips the
+// calling test on a known gap (callers return when IsSkipped()).
+void Compile(const std::string& name, const std::string& target_name, CompiledModel* out) {
+  std::string onnx = ReadModel(name);
+  ASSERT_FALSE(onnx.empty());
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  out->module = *std::move(module);
+  out->inputs = ImportedInputs(out->module.functions.at("main"));
+  out->output_names = out->module.functions.at("main").output_names;
+  auto target = driver::ResolveTarget(target_name);
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto artifact = driver::CompileModel(onnx, *target, driver::CompileOptions{}, nullptr);
+  if (!artifact.ok()) {
+    if (const char* reason = KnownGapReason(artifact.status())) {
+      GTEST_SKIP() << name << ": " << reason << ": " << artifact.status();
+    }
+  }
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  if (target->Arch() == "x86_64") {
+    out->loaded = testing::LoadArtifact(*artifact);
+    ASSERT_TRUE(out->loaded);
+    return;
+  }
+  auto remote = testing::RemoteModel::Start(*target, artifact->bytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  out->remote = *std::move(remote);
+}
+
+// Runs the artifact and the interpreter on the same inputs at one shape and compares every
+// output; returns the artifact's outputs for shape checks.
+std::vector<ir::NDArray> CheckAtShape(const CompiledModel& m, const Symbols& symbols) {
+  std::string where;
+  for (const auto& [name, value] : symbols) absl::StrAppend(&where, name, "=", value, " ");
+  SCOPED_TRACE(where);
+  std::mt19937 rng(42);
+  std::vector<ir::NDArray> inputs;
+  for (const runtime::TensorInfo& info : m.inputs) inputs.push_back(MakeInput(info, symbols, rng));
+  auto expected = interp::Run(m.module, inputs);
+  EXPECT_TRUE(expected.ok()) << expected.status();
+  if (!expected.ok()) return {};
+  std::vector<ir::NDArray> actual = m.Run(inputs);
+  EXPECT_EQ(actual.size(), expected->size());
+  for (size_t i = 0; i < std::min(actual.size(), expected->size()); ++i) {
+    ExpectClose(actual[i], (*expected)[i], m.output_names[i]);
+  }
+  return actual;
+}
+
+// The artifact's signature keeps the model's symbolic dims: "name: f32[batch, 3, ...]".
+std::string Signature(const std::vector<runtime::TensorInfo>& infos) {
+  std::vector<std::string> parts;
+  for (const auto& info : infos) parts.push_back(info.name + ": " + runtime::Describe(info));
+  return absl::StrJoin(parts, "; ");
+}
+
+// The targets every model runs on: this machine's arch in process, aarch64 under qemu-user.
+// The signature checks read the x86_64 artifact's kiln_signature (the same text for all).
+const std::vector<std::string> kTargets = {"x86_64", "aarch64"};
+
+std::string TestName(const std::string& text) {
+  std::string name = text;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+class ImageModelTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(ImageModelTest, MatchesInterpreterAtSeveralImageSizes) {
+  CompiledModel m;
+  const auto& [model, target] = GetParam();
+  ASSERT_NO_FATAL_FAILURE(Compile(model, target, &m));
+  if (IsSkipped()) return;
+  if (m.loaded) {
+    EXPECT_EQ(Signature(m.loaded->inputs()), "image: f32[batch, 3, height, width]");
+    EXPECT_EQ(Signature(m.loaded->outputs()), "logits: f32[batch, 1000]");
+  }
+  CheckAtShape(m, {{"batch", 1}, {"height", 64}, {"width", 64}});
+  CheckAtShape(m, {{"batch", 2}, {"height", 96}, {"width", 80}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ImageModelTest,
+                         ::testing::Combine(::testing::Values(std::string("resnet18"),
+                                                              std::string("mobilenet_v2")),
+                                            ::testing::ValuesIn(kTargets)),
+                         [](const auto& info) {
+                           return TestName(std::get<0>(info.param) + "_" + std::get<1>(info.param));
+                         });
+
+class TransformerModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TransformerModelTest, BertMatchesInterpreterAtSeveralBatchAndSequenceSizes) {
+  CompiledModel m;
+  ASSERT_NO_FATAL_FAILURE(Compile("bert", GetParam(), &m));
+  if (::testing::Test::IsSkipped()) return;
+  if (m.loaded) {
+    EXPECT_EQ(Signature(m.loaded->inputs()),
+              "input_ids: i64[batch, seq]; attention_mask: i64[batch, seq]; "
+              "token_type_ids: i64[batch, seq]");
+    EXPECT_EQ(Signature(m.loaded->outputs()),
+              "last_hidden_state: f32[batch, seq, 32]; pooled: f32[batch, 32]");
+  }
+  CheckAtShape(m, {{"batch", 1}, {"seq", 8}});
+  CheckAtShape(m, {{"batch", 2}, {"seq", 13}});
+}
+
+TEST_P(TransformerModelTest, GptMatchesInterpreterAtSeveralBatchAndSequenceSizes) {
+  CompiledModel m;
+  ASSERT_NO_FATAL_FAILURE(Compile("gpt", GetParam(), &m));
+  if (::testing::Test::IsSkipped()) return;
+  if (m.loaded) {
+    EXPECT_EQ(Signature(m.loaded->inputs()), "input_ids: i64[batch, seq]");
+    EXPECT_EQ(Signature(m.loaded->outputs()), "logits: f32[batch, seq, 97]");
+  }
+  CheckAtShape(m, {{"batch", 1}, {"seq", 8}});
+  CheckAtShape(m, {{"batch", 2}, {"seq", 13}});
+}
+
 // Independent of compilation: the imported graph says present's length is past + seq, and
 // the interpreter's present tensors have that length for an empty and a filled cache.
-TEST(TransformerModelTest, LlamaCacheGrowsByTheNewTokens) {
+TEST(LlamaImportTest, LlamaCacheGrowsByTheNewTokens) {
   auto module = driver::ImportModel(ReadModel("llama"));
   ASSERT_TRUE(module.ok()) << module.status();
   const ir::Function& main = module->functions.at("main");
@@ -279,21 +323,23 @@ TEST(TransformerModelTest, LlamaCacheGrowsByTheNewTokens) {
   }
 }
 
-TEST(TransformerModelTest, LlamaMatchesInterpreterWithAndWithoutKVCache) {
+TEST_P(TransformerModelTest, LlamaMatchesInterpreterWithAndWithoutKVCache) {
   CompiledModel m;
-  ASSERT_NO_FATAL_FAILURE(Compile("llama", &m));
+  ASSERT_NO_FATAL_FAILURE(Compile("llama", GetParam(), &m));
   if (::testing::Test::IsSkipped()) return;
-  std::string past = "f32[batch, 4, past, 8]";
-  EXPECT_EQ(Signature(m.loaded->inputs()), "input_ids: i64[batch, seq]; past_key_0: " + past +
-                                               "; past_value_0: " + past + "; past_key_1: " + past +
-                                               "; past_value_1: " + past);
-  ASSERT_EQ(m.loaded->outputs().size(), 5u);
-  EXPECT_EQ(runtime::Describe(m.loaded->outputs()[0]), "f32[batch, seq, 97]");
-  for (size_t i = 1; i < 5; ++i) {
-    // The cache grows by the new tokens: present's length is past + seq, symbolically.
-    const std::string& length = m.loaded->outputs()[i].dims.at(2);
-    EXPECT_TRUE(length == "past+seq" || length == "seq+past")
-        << m.loaded->outputs()[i].name << ": " << runtime::Describe(m.loaded->outputs()[i]);
+  if (m.loaded) {
+    std::string past = "f32[batch, 4, past, 8]";
+    EXPECT_EQ(Signature(m.loaded->inputs()),
+              "input_ids: i64[batch, seq]; past_key_0: " + past + "; past_value_0: " + past +
+                  "; past_key_1: " + past + "; past_value_1: " + past);
+    ASSERT_EQ(m.loaded->outputs().size(), 5u);
+    EXPECT_EQ(runtime::Describe(m.loaded->outputs()[0]), "f32[batch, seq, 97]");
+    for (size_t i = 1; i < 5; ++i) {
+      // The cache grows by the new tokens: present's length is past + seq, symbolically.
+      const std::string& length = m.loaded->outputs()[i].dims.at(2);
+      EXPECT_TRUE(length == "past+seq" || length == "seq+past")
+          << m.loaded->outputs()[i].name << ": " << runtime::Describe(m.loaded->outputs()[i]);
+    }
   }
   for (int64_t past_len : {0, 5}) {
     for (int64_t seq : {1, 4}) {
@@ -305,6 +351,9 @@ TEST(TransformerModelTest, LlamaMatchesInterpreterWithAndWithoutKVCache) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Targets, TransformerModelTest, ::testing::ValuesIn(kTargets),
+                         [](const auto& info) { return TestName(info.param); });
 
 }  // namespace
 }  // namespace kiln::models
