@@ -1,10 +1,11 @@
-// IRModule -> LLVM module -> optimized object -> shared object. Every call gets its own
-// LLVMContext and TargetMachine, so the daemon may compile several jobs at once.
+// IRModule -> LLVM module -> optimized object -> shared object (or wasm module). Every call gets
+// its own LLVMContext and TargetMachine, so the daemon may compile several jobs at once.
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/function_emitter.h"
 #include "compiler/codegen/shared_object.h"
 #include "compiler/codegen/target_machine.h"
+#include "compiler/codegen/wasm_module.h"
 #include "kiln/artifact_abi.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Verifier.h"
@@ -115,7 +116,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
                                                           const std::string& signature,
                                                           llvm::TargetMachine& machine,
                                                           int vector_bits) {
-  for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE}) {
+  for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE, "kiln_wasm_env"}) {
     if (ir.prim_funcs.count(reserved)) {
       return absl::InternalError(std::string("a PrimFunc is named ") + reserved +
                                  ", which the artifact ABI reserves");
@@ -124,7 +125,9 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
   auto module = std::make_unique<llvm::Module>("kiln", ctx);
   module->setTargetTriple(machine.getTargetTriple().str());
   module->setDataLayout(machine.createDataLayout());
-  module->setPICLevel(llvm::PICLevel::BigPIC);
+  const bool wasm = machine.getTargetTriple().isWasm();
+  // A wasm module is linked whole, never loaded at an unknown address.
+  if (!wasm) module->setPICLevel(llvm::PICLevel::BigPIC);
   ModuleState state(*module, ir);
   for (const auto& [name, func] : ir.prim_funcs) {
     state.functions[name] = DeclareFunction(*module, name, func);
@@ -133,6 +136,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
     FunctionEmitter(state, func, state.functions.at(name)).Emit();
   }
   EmitMetadataFunctions(*module, signature);
+  if (wasm) EmitWasmEnv(*module);
   for (const auto& [name, func] : ir.prim_funcs) {
     if (!func.is_host) AllowMultiplyAddContraction(*state.functions.at(name));
   }
@@ -180,9 +184,10 @@ absl::Status CheckDiagnostics(const std::string& errors) {
 absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
                                               const std::string& signature,
                                               const ir::Target& target) {
-  if (!llvm::Triple(target.triple).isOSBinFormatELF()) {
+  llvm::Triple triple(target.triple);
+  if (!triple.isOSBinFormatELF() && !triple.isOSBinFormatWasm()) {
     return absl::UnimplementedError("target " + target.preset + " (" + target.triple +
-                                    "): only ELF shared objects can be linked so far");
+                                    "): only ELF shared objects and wasm modules can be linked");
   }
   llvm::LLVMContext ctx;
   std::string errors;
@@ -190,6 +195,7 @@ absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
   KILN_ASSIGN_OR_RETURN(OptimizedModule optimized, Optimize(ctx, module, signature, target));
   KILN_ASSIGN_OR_RETURN(std::string object, EmitObjectFile(*optimized.module, *optimized.machine));
   KILN_RETURN_IF_ERROR(CheckDiagnostics(errors));
+  if (triple.isOSBinFormatWasm()) return LinkWasmModule(object);
   return LinkSharedObject(object, target.artifact_file.empty() ? "model.so" : target.artifact_file);
 }
 

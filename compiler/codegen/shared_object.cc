@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kiln/artifact_abi.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -64,9 +65,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return data.str();
 }
 
-std::string LinkerPath() {
-  const char* path = std::getenv("KILN_LD_LLD");
-  return path && *path ? path : KILN_LD_LLD;
+// The linker the environment variable `variable` names, else `built_in` (found by CMake).
+std::string LinkerPath(const char* variable, const char* built_in) {
+  const char* path = std::getenv(variable);
+  return path && *path ? path : built_in;
 }
 
 // Runs `argv` without a shell, its stdout and stderr into `log`; returns the exit status.
@@ -93,26 +95,45 @@ absl::StatusOr<int> Run(const std::vector<std::string>& argv, const std::string&
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname) {
+// Writes `object` into a fresh directory, runs `linker` with `flags`, the output and the
+// object, and returns the output's bytes; a failure names the linker as `name`.
+absl::StatusOr<std::string> Link(std::string_view object, const char* name,
+                                 const std::string& linker, const std::vector<std::string>& flags) {
   auto dir = TempDir::Create();
   if (!dir.ok()) return dir.status();
-  std::string input = dir->File("model.o"), output = dir->File("model.so");
-  std::string log = dir->File("lld.log");
+  std::string input = dir->File("model.o"), output = dir->File("model.out");
+  std::string log = dir->File("link.log");
   if (absl::Status s = WriteFile(input, object); !s.ok()) return s;
-  std::vector<std::string> argv = {LinkerPath(), "-shared",     "--no-undefined",
-                                   "-z",         "noexecstack", "--hash-style=both",
-                                   "-soname",    soname,        "-o",
-                                   output,       input};
+  std::vector<std::string> argv = {linker};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", output, input});
   auto status = Run(argv, log);
   if (!status.ok()) return status.status();
   if (*status != 0) {
     auto text = ReadFile(log);
-    return absl::InternalError("ld.lld failed (exit " + std::to_string(*status) +
+    return absl::InternalError(std::string(name) + " failed (exit " + std::to_string(*status) +
                                "): " + (text.ok() ? *text : std::string("no output")));
   }
   return ReadFile(output);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname) {
+  return Link(
+      object, "ld.lld", LinkerPath("KILN_LD_LLD", KILN_LD_LLD),
+      {"-shared", "--no-undefined", "-z", "noexecstack", "--hash-style=both", "-soname", soname});
+}
+
+absl::StatusOr<std::string> LinkWasmModule(std::string_view object) {
+  // Kernel-local buffers (up to 1 MiB each) live on the stack: 8 MiB, as a Linux thread has.
+  std::vector<std::string> flags = {"--no-entry", "--stack-first", "-z", "stack-size=8388608",
+                                    "--export=__heap_base"};
+  for (const char* symbol : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE,
+                             KILN_SYMBOL_INFER_SHAPES, KILN_SYMBOL_RUN, "kiln_wasm_env"}) {
+    flags.push_back(std::string("--export=") + symbol);
+  }
+  return Link(object, "wasm-ld", LinkerPath("KILN_WASM_LD", KILN_WASM_LD), flags);
 }
 
 absl::StatusOr<std::vector<DynamicSymbol>> ListDynamicSymbols(std::string_view shared_object) {

@@ -1,5 +1,6 @@
-// Shared objects: linking an object file into one with ld.lld, and reading back what a shared
-// object exports and imports (the driver and tests check that an artifact imports nothing).
+// Shared objects: linking an object file into one with ld.lld (or a wasm object into a wasm
+// module with wasm-ld), and reading back what a shared object exports and imports (the driver
+// and tests check that an artifact imports nothing).
 #pragma once
 
 #include <string>
@@ -14,6 +15,13 @@ namespace kiln::codegen {
 // symbols allowed, by running ld.lld (KILN_LD_LLD, or the KILN_LD_LLD environment variable) in
 // a private temporary directory. A link failure is INTERNAL with lld's output.
 absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname);
+
+// Links the wasm relocatable `object` into a wasm module (no entry point, a growable exported
+// memory, the stack first so an overflow traps instead of overwriting data) exporting the
+// artifact ABI's four functions, kiln_wasm_env and __heap_base (where the host's heap may
+// start). Undefined symbols are an error except the "kiln" imports (wasm_module.h). Runs
+// wasm-ld (KILN_WASM_LD, or the KILN_WASM_LD environment variable); a failure is INTERNAL.
+absl::StatusOr<std::string> LinkWasmModule(std::string_view object);
 
 struct DynamicSymbol {
   std::string name;
