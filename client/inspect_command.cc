@@ -19,8 +19,9 @@ absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
 }
 
 namespace {
-// After every pass: the optimized LLVM module.
+// After every pass: the optimized LLVM module, or for a GPU target its kernels' PTX.
 constexpr char kAfterLLVM[] = "llvm";
+constexpr char kAfterPtx[] = "ptx";
 }  // namespace
 
 absl::Status Inspect(const InspectArgs& args, Console console) {
@@ -34,6 +35,12 @@ absl::Status Inspect(const InspectArgs& args, Console console) {
   }
   absl::StatusOr<ir::Target> target = driver::ResolveTarget(args.target);
   if (!target.ok()) return target.status();
+  if (args.after == kAfterPtx) {
+    absl::StatusOr<std::string> ptx = driver::CompilePtx(*bytes, *target, {});
+    if (!ptx.ok()) return ptx.status();
+    console.out << *ptx;
+    return absl::OkStatus();
+  }
   bool llvm = args.after == kAfterLLVM;
   std::vector<std::string> names = {"import"};
   bool known = llvm;
@@ -43,6 +50,7 @@ absl::Status Inspect(const InspectArgs& args, Console console) {
   }
   if (!known) {
     names.push_back(kAfterLLVM);
+    names.push_back(kAfterPtx);
     return absl::InvalidArgumentError(
         absl::StrCat("unknown pass '", args.after, "'; passes: ", absl::StrJoin(names, ", ")));
   }

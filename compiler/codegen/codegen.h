@@ -28,6 +28,11 @@ absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
                                               const std::string& signature,
                                               const ir::Target& target);
 
+// The PTX of every kernel of `module` (scheduled for the GPU `target`), from LLVM's NVPTX
+// backend: one `.entry` per kernel, `void name(ptr env, ptr buffers..., i64 scalars...)` as on
+// a CPU (env unused). (nvptx.cc; the host code that launches them is still to come.)
+absl::StatusOr<std::string> EmitPtx(const ir::IRModule& module, const ir::Target& target);
+
 // The LLVM IR text of the same module (for `kiln inspect` and tests).
 absl::StatusOr<std::string> EmitLLVMText(const ir::IRModule& module, const std::string& signature,
                                          const ir::Target& target);

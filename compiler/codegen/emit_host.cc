@@ -1,6 +1,8 @@
 // The host side of the artifact ABI (runtime/include/kiln/artifact_abi.h): the kiln.*
 // intrinsics read and write DLTensor fields and call back into KilnEnv; a call naming a kernel
 // passes its buffers and scalars.
+#include <algorithm>
+
 #include "compiler/arith/check.h"
 #include "compiler/codegen/function_emitter.h"
 #include "llvm/IR/MDBuilder.h"
@@ -173,6 +175,12 @@ llvm::Value* FunctionEmitter::EmitCheckIndex(const ExprNode& e) {
   b_.CreateCondBr(b_.CreateICmpUGE(at, size), fail, ok,
                   llvm::MDBuilder(ctx()).createUnlikelyBranchWeights());
   b_.SetInsertPoint(fail);
+  if (state_.gpu) {
+    EmitGpuIndexError(e, index, size);
+    EmitReturn(1);
+    b_.SetInsertPoint(ok);
+    return Convert(at, DataType::Int(64), e.dtype);
+  }
   auto* i32 = b_.getInt32Ty();
   auto* i64 = b_.getInt64Ty();
   auto* type = llvm::FunctionType::get(b_.getVoidTy(),
@@ -185,6 +193,40 @@ llvm::Value* FunctionEmitter::EmitCheckIndex(const ExprNode& e) {
   EmitReturn(1);
   b_.SetInsertPoint(ok);
   return Convert(at, DataType::Int(64), e.dtype);
+}
+
+// A GPU thread cannot call the host: the first thread to fail claims the device global
+// `kiln_gpu_index_error` (i64 [claimed, input, dim, op id, index, size]; op ids index
+// state_.gpu_error_ops) and writes its report there for the host to read after the launch.
+void FunctionEmitter::EmitGpuIndexError(const ExprNode& e, llvm::Value* index, llvm::Value* size) {
+  llvm::Module& module = state_.module;
+  auto* type = llvm::ArrayType::get(b_.getInt64Ty(), 6);
+  llvm::GlobalVariable* record = module.getGlobalVariable("kiln_gpu_index_error");
+  if (!record) {
+    record =
+        new llvm::GlobalVariable(module, type, false, llvm::GlobalValue::ExternalLinkage,
+                                 llvm::ConstantAggregateZero::get(type), "kiln_gpu_index_error",
+                                 nullptr, llvm::GlobalValue::NotThreadLocal, /*AddressSpace=*/1);
+  }
+  std::string op = e.name.substr(std::string(intrinsic::kCheckIndex).size() + 1);
+  auto& ops = state_.gpu_error_ops;
+  auto found = std::find(ops.begin(), ops.end(), op);
+  int64_t op_id = found - ops.begin();
+  if (found == ops.end()) ops.push_back(op);
+  auto field = [&](int i) { return b_.CreateConstInBoundsGEP2_32(type, record, 0, i); };
+  llvm::Value* claimed =
+      b_.CreateAtomicCmpXchg(field(0), b_.getInt64(0), b_.getInt64(1), llvm::MaybeAlign(8),
+                             llvm::AtomicOrdering::Monotonic, llvm::AtomicOrdering::Monotonic);
+  auto* write = llvm::BasicBlock::Create(ctx(), "index.report", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx(), "index.reported", fn_);
+  b_.CreateCondBr(b_.CreateICmpEQ(b_.CreateExtractValue(claimed, 0), b_.getInt64(0)), write, done);
+  b_.SetInsertPoint(write);
+  llvm::Value* values[] = {EmitExprAs(e.args[2], DataType::Int(64)),
+                           EmitExprAs(e.args[3], DataType::Int(64)), b_.getInt64(op_id), index,
+                           size};
+  for (int i = 0; i < 5; ++i) b_.CreateStore(values[i], field(i + 1));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
 }
 
 // A call to another PrimFunc: the KilnEnv, buffers as pointers, then scalars, as the callee

@@ -3,6 +3,7 @@
 #include "compiler/arith/check.h"
 #include "compiler/codegen/function_emitter.h"
 #include "compiler/ir/stmt_functor.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/MDBuilder.h"
 
 namespace kiln::codegen {
@@ -149,12 +150,27 @@ static void AddLoopMetadata(llvm::BranchInst* latch, const StmtNode& s) {
 }
 
 void FunctionEmitter::EmitFor(const StmtNode& s) {
-  if (s.for_kind == ir::ForKind::kParallel && !in_parallel_ && !func_.is_host) {
+  // On a CPU, gpu_block and gpu_thread loops are serial loops.
+  const bool gpu_loop =
+      s.for_kind == ir::ForKind::kGpuBlock || s.for_kind == ir::ForKind::kGpuThread;
+  if (gpu_loop && state_.gpu) return EmitGpuIndex(s);
+  if (s.for_kind == ir::ForKind::kParallel && !in_parallel_ && !func_.is_host && !state_.gpu) {
     return EmitParallelFor(s);
   }
   DataType dtype = s.var->dtype;
   llvm::Value* min = EmitExprAs(s.min, dtype);
   EmitLoop(s, min, b_.CreateAdd(min, EmitExprAs(s.extent, dtype), "", false, true));
+}
+
+// A launch covers every block and thread, so the loop variable is this thread's block or
+// thread index (ctaid.x, tid.x) and the body runs once.
+void FunctionEmitter::EmitGpuIndex(const StmtNode& s) {
+  auto id = s.for_kind == ir::ForKind::kGpuBlock ? llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x
+                                                 : llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x;
+  llvm::Value* index =
+      b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), RegisterType(ctx(), s.var->dtype));
+  ScopedVar bind(*this, s.var, index);
+  EmitStmt(s.body);
 }
 
 // for (var = begin; var < end; ++var) s.body

@@ -44,6 +44,11 @@ struct ModuleState {
   llvm::StructType* env;        // KilnEnv
   // Outlined parallel loop bodies, for unique names.
   int num_outlined = 0;
+  // A GPU module (nvptx.cc): gpu_block and gpu_thread loops read the block and thread index,
+  // parallel loops run serially in their thread, index errors are recorded in device memory.
+  bool gpu = false;
+  // GPU: the ops named by index errors, in the order of their ids.
+  std::vector<std::string> gpu_error_ops;
 };
 
 // A kernel's buffers never overlap (its parameters are noalias). Saying so with scoped alias
@@ -83,6 +88,7 @@ class FunctionEmitter {
   void EmitStmt(const Stmt& s);
   void EmitFor(const StmtNode& s);
   void EmitLoop(const StmtNode& s, llvm::Value* begin, llvm::Value* end);
+  void EmitGpuIndex(const StmtNode& s);
   void EmitParallelFor(const StmtNode& s);
   // What a parallel loop body sees of its enclosing scope, in closure order.
   struct Captured {
@@ -109,6 +115,7 @@ class FunctionEmitter {
   llvm::Value* EmitAlloc(const PrimExpr& bytes);
   llvm::Value* EmitShapeError(const ExprNode& e);
   llvm::Value* EmitCheckIndex(const ExprNode& e);
+  void EmitGpuIndexError(const ExprNode& e, llvm::Value* index, llvm::Value* size);
   void EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task, llvm::Value* closure);
 
   llvm::LLVMContext& ctx() { return fn_->getContext(); }

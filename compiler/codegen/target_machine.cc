@@ -177,17 +177,25 @@ void OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine) {
   passes.run(module, mam);
 }
 
-absl::StatusOr<std::string> EmitObjectFile(llvm::Module& module, llvm::TargetMachine& machine) {
+static absl::StatusOr<std::string> EmitFile(llvm::Module& module, llvm::TargetMachine& machine,
+                                            llvm::CodeGenFileType type) {
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream stream(buffer);
   llvm::legacy::PassManager passes;
   passes.add(new llvm::TargetLibraryInfoWrapperPass(NoLibraryInfo(module)));
-  if (machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-    return absl::InternalError("LLVM cannot emit an object file for " +
-                               machine.getTargetTriple().str());
+  if (machine.addPassesToEmitFile(passes, stream, nullptr, type)) {
+    return absl::InternalError("LLVM cannot emit code for " + machine.getTargetTriple().str());
   }
   passes.run(module);
   return std::string(buffer.data(), buffer.size());
+}
+
+absl::StatusOr<std::string> EmitObjectFile(llvm::Module& module, llvm::TargetMachine& machine) {
+  return EmitFile(module, machine, llvm::CodeGenFileType::ObjectFile);
+}
+
+absl::StatusOr<std::string> EmitAssembly(llvm::Module& module, llvm::TargetMachine& machine) {
+  return EmitFile(module, machine, llvm::CodeGenFileType::AssemblyFile);
 }
 
 }  // namespace kiln::codegen

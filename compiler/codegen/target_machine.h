@@ -26,5 +26,7 @@ void OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine);
 
 // The relocatable object file for `module`, in memory.
 absl::StatusOr<std::string> EmitObjectFile(llvm::Module& module, llvm::TargetMachine& machine);
+// The same as assembly text (PTX for NVPTX).
+absl::StatusOr<std::string> EmitAssembly(llvm::Module& module, llvm::TargetMachine& machine);
 
 }  // namespace kiln::codegen

@@ -27,6 +27,7 @@ std::string CompileOptions::Canonical() const {
     absl::StrAppend(&out, first ? "" : ",", name, ":", bound);
     first = false;
   }
+  if (schedule_as) absl::StrAppend(&out, ";schedule_as=", schedule_as->Canonical());
   return out;
 }
 
@@ -49,11 +50,32 @@ absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes) {
   return frontend::ImportOnnx(onnx_bytes);
 }
 
+absl::StatusOr<std::string> CompilePtx(std::string_view onnx_bytes, const ir::Target& target,
+                                       const CompileOptions& options) {
+  if (!target.IsGpu()) {
+    return absl::InvalidArgumentError("target " + target.preset + " is not a GPU; PTX is for " +
+                                      "nvptx64 targets (cuda-sm80, cuda-sm90)");
+  }
+  KILN_RETURN_IF_ERROR(codegen::CheckTarget(target));
+  KILN_ASSIGN_OR_RETURN(ir::IRModule module, ImportModel(onnx_bytes));
+  ir::PassContext context;
+  context.target = target;
+  context.dim_bounds = options.dim_bounds;
+  KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), nullptr, "", context));
+  return codegen::EmitPtx(module, target);
+}
+
 absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Target& target,
                                       const CompileOptions& options, const EventSink& events) {
   using Kind = CompileEvent::Kind;
   // Before anything is compiled: LLVM would only warn about an unknown cpu or feature.
   KILN_RETURN_IF_ERROR(codegen::CheckTarget(target));
+  if (target.IsGpu()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "target ", target.preset,
+        ": CUDA artifacts are not built yet; the kernels compile to "
+        "PTX (kiln inspect --after ptx), the host code that launches them is still to come"));
+  }
   Report(events, Kind::kStage, "import", absl::StrCat("importing ", onnx_bytes.size(), " bytes"));
   KILN_ASSIGN_OR_RETURN(ir::IRModule module, ImportModel(onnx_bytes));
   // The signature and manifest describe the model as imported: names, dtypes, symbolic dims.
@@ -65,6 +87,7 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   ir::PassContext context;
   context.target = target;
   context.dim_bounds = options.dim_bounds;
+  context.schedule_target = options.schedule_as;
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass, "", context));
   Report(events, Kind::kStage, "codegen",
          absl::StrCat("LLVM for ", target.triple, " (", target.cpu, ")"));

@@ -21,6 +21,9 @@ const char* CompilerVersion();
 struct CompileOptions {
   // Upper bounds for symbolic dims ("seq" -> 4096), used by memory planning.
   std::map<std::string, int64_t> dim_bounds;
+  // Schedule the kernels for this target instead of the compile target (PassContext's
+  // schedule_target): a GPU target's schedules on a CPU, to check them without a GPU.
+  std::optional<ir::Target> schedule_as;
   // Stable text of the options, for cache keys ("dim_bounds=seq:4096").
   std::string Canonical() const;
 };
@@ -51,6 +54,11 @@ std::vector<ir::Target> ListTargets();
 
 // Imports an ONNX model into the graph IR (for `kiln inspect` and the reference interpreter).
 absl::StatusOr<ir::IRModule> ImportModel(std::string_view onnx_bytes);
+
+// The PTX of the model's kernels for a GPU target (`kiln inspect --after ptx`): the pipeline
+// as CompileModel runs it, then codegen::EmitPtx.
+absl::StatusOr<std::string> CompilePtx(std::string_view onnx_bytes, const ir::Target& target,
+                                       const CompileOptions& options);
 
 // Compiles one ONNX model for one target. User errors (bad model, unsupported operator,
 // unknown target, cpu or feature) are INVALID_ARGUMENT naming the node, op type and reason.

@@ -20,7 +20,7 @@ absl::StatusOr<ir::IRModule> ModuleOnly(ir::IRModule module, ir::PassContext&) {
 
 static absl::StatusOr<ir::IRModule> ScheduleForTarget(ir::IRModule module,
                                                       ir::PassContext& context) {
-  return schedule::Schedule(std::move(module), context.target);
+  return schedule::Schedule(std::move(module), context.schedule_target.value_or(context.target));
 }
 
 const std::vector<Pass>& Pipeline() {

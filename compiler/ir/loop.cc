@@ -14,6 +14,10 @@ const char* ForKindName(ForKind kind) {
       return "vectorized";
     case ForKind::kUnrolled:
       return "unrolled";
+    case ForKind::kGpuBlock:
+      return "gpu_block";
+    case ForKind::kGpuThread:
+      return "gpu_thread";
   }
   return "?";
 }

@@ -24,7 +24,15 @@ enum class StmtKind : uint8_t {
   kSeq,         // seq in order
   kAssert,      // if (!condition) { evaluate on_fail; return failure }
 };
-enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled };
+// kGpuBlock and kGpuThread are a GPU launch: `for b in range(0, B) gpu_block { for t in
+// range(0, T) gpu_thread { body } }` runs body for every (b, t) at once, b the block index
+// (grid of B blocks, B may be symbolic) and t the thread index within a block of T threads
+// (a constant). Only a GPU schedule makes them; on a CPU they are serial loops, which is how
+// GPU schedules are checked on machines without a GPU.
+enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kGpuBlock, kGpuThread };
+inline constexpr ForKind kAllForKinds[] = {ForKind::kSerial,     ForKind::kParallel,
+                                           ForKind::kVectorized, ForKind::kUnrolled,
+                                           ForKind::kGpuBlock,   ForKind::kGpuThread};
 const char* ForKindName(ForKind kind);
 
 struct StmtNode;

@@ -931,10 +931,10 @@ Stmt Parser::ParseStmt(bool* ends_block) {
     PrimExpr extent = Prim();
     Expect(")");
     const Token& kind_token = Peek();
-    std::string kind = Ident("a loop kind (serial, parallel, vectorized, unrolled)");
+    std::string kind =
+        Ident("a loop kind (serial, parallel, vectorized, unrolled, gpu_block, gpu_thread)");
     ForKind for_kind = ForKind::kSerial;
-    for (ForKind k :
-         {ForKind::kSerial, ForKind::kParallel, ForKind::kVectorized, ForKind::kUnrolled}) {
+    for (ForKind k : kAllForKinds) {
       if (kind == ForKindName(k)) for_kind = k;
     }
     if (kind != ForKindName(for_kind))

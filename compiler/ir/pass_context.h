@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/arith/expr.h"
@@ -13,6 +14,10 @@ namespace kiln::ir {
 
 struct PassContext {
   Target target;
+  // The target whose schedules the kernels get, when not `target`'s: a GPU target's
+  // schedules compiled for a CPU run their blocks and threads as serial loops, which checks
+  // them where there is no GPU.
+  std::optional<Target> schedule_target;
   // User upper bounds of symbolic dims ("seq" -> 4096), for memory planning.
   std::map<std::string, int64_t> dim_bounds;
 

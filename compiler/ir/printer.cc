@@ -33,10 +33,10 @@ DataType DefaultCallType(const std::string& name, const std::vector<PrimExpr>& a
 
 bool IsReservedWord(std::string_view word) {
   static const std::unordered_set<std::string_view> kWords = {
-      "for",    "in",        "range",  "let",      "if",       "else",       "alloc",
-      "assert", "select",    "cast",   "floordiv", "floormod", "min",        "max",
-      "inf",    "nan",       "serial", "parallel", "unrolled", "vectorized", "prim_func",
-      "fn",     "host_func", "def",    "const",    "constants"};
+      "for",       "in",         "range",  "let",       "if",       "else",       "alloc",
+      "assert",    "select",     "cast",   "floordiv",  "floormod", "min",        "max",
+      "inf",       "nan",        "serial", "parallel",  "unrolled", "vectorized", "prim_func",
+      "gpu_block", "gpu_thread", "fn",     "host_func", "def",      "const",      "constants"};
   return kWords.count(word) > 0;
 }
 

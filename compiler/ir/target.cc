@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/arith/check.h"
 
 namespace kiln::ir {
 namespace {
@@ -22,10 +23,9 @@ struct Arch {
 };
 
 constexpr Arch kArchs[] = {
-    {"x86_64", "x86-64", "model.so"},
-    {"aarch64", "generic", "model.so"},
-    {"riscv64", "generic-rv64", "model.so"},
-    {"wasm32", "generic", "model.wasm"},
+    {"x86_64", "x86-64", "model.so"},        {"aarch64", "generic", "model.so"},
+    {"riscv64", "generic-rv64", "model.so"}, {"wasm32", "generic", "model.wasm"},
+    {"nvptx64", "sm_80", "model.so"},
 };
 
 const Arch* FindArch(std::string_view name) {
@@ -120,6 +120,42 @@ uint32_t Fnv1a32(const std::string& text) {
   return hash;
 }
 
+// threads_per_block and shared_memory: for GPU targets only, where they default to 256
+// threads and 48 KiB (what every CUDA GPU since sm_20 gives a block without opting in).
+absl::Status ParseGpuKeys(const std::string& text, std::map<std::string, std::string>& values,
+                          Target& target) {
+  const bool gpu = target.IsGpu();
+  for (const char* key : {"threads_per_block", "shared_memory"}) {
+    if (values.count(key) && !gpu) {
+      return absl::InvalidArgumentError(absl::StrCat("target description '", text, "': ", key,
+                                                     " applies to GPU targets (nvptx64) only"));
+    }
+  }
+  if (!gpu) return absl::OkStatus();
+  target.threads_per_block = 256;
+  target.shared_memory = 48 * 1024;
+  if (auto it = values.find("threads_per_block"); it != values.end()) {
+    int threads;
+    if (!absl::SimpleAtoi(it->second, &threads) || threads < 32 || threads > 1024 ||
+        threads % 32 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': threads_per_block '", it->second,
+                       "' must be a multiple of 32 (a warp) from 32 to 1024"));
+    }
+    target.threads_per_block = threads;
+  }
+  if (auto it = values.find("shared_memory"); it != values.end()) {
+    int64_t bytes;
+    if (!absl::SimpleAtoi(it->second, &bytes) || bytes < 0 || bytes > 228 * 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': shared_memory '", it->second,
+                       "' must be a byte count from 0 to 233472 (228 KiB, sm_90's most)"));
+    }
+    target.shared_memory = bytes;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Target> ParseDescription(const std::string& text) {
   std::map<std::string, std::string> values;
   for (absl::string_view pair : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
@@ -130,10 +166,11 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
           absl::StrCat("target description '", text, "': malformed pair '", pair,
                        "'; expected key=value with keys triple, cpu, features, vector_bits"));
     }
-    if (key != "triple" && key != "cpu" && key != "features" && key != "vector_bits") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("target description '", text, "': unknown key '", key,
-                       "'; known keys: triple, cpu, features, vector_bits"));
+    if (key != "triple" && key != "cpu" && key != "features" && key != "vector_bits" &&
+        key != "threads_per_block" && key != "shared_memory") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target description '", text, "': unknown key '", key,
+          "'; known keys: triple, cpu, features, vector_bits, threads_per_block, shared_memory"));
     }
     if (!values.emplace(key, absl::StripAsciiWhitespace(kv[1])).second) {
       return absl::InvalidArgumentError(
@@ -164,6 +201,7 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
                                                      "' is not supported; use 128, 256 or 512"));
     }
   }
+  KILN_RETURN_IF_ERROR(ParseGpuKeys(text, values, target));
   target.preset = absl::StrFormat("%s-custom-%08x", arch.name, Fnv1a32(target.Canonical()));
   return target;
 }
@@ -172,9 +210,17 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
 
 std::string Target::Canonical() const {
   absl::StatusOr<std::string> sorted = NormalizeFeatures(features);
-  return absl::StrCat("triple=", triple, ";cpu=", cpu,
-                      ";features=", sorted.ok() ? *sorted : features, ";vector_bits=", vector_bits);
+  std::string text =
+      absl::StrCat("triple=", triple, ";cpu=", cpu, ";features=", sorted.ok() ? *sorted : features,
+                   ";vector_bits=", vector_bits);
+  if (IsGpu()) {
+    absl::StrAppend(&text, ";threads_per_block=", threads_per_block,
+                    ";shared_memory=", shared_memory);
+  }
+  return text;
 }
+
+bool Target::IsGpu() const { return Arch() == "nvptx64"; }
 
 std::string Target::Arch() const { return triple.substr(0, triple.find('-')); }
 
@@ -207,12 +253,28 @@ std::vector<Target> ListPresetTargets() {
   };
 }
 
+// CUDA GPUs: Ampere (A100, sm_80) and Hopper (H100, sm_90), PTX ISA 7.8 (CUDA 11.8), which
+// both accept. Not listed by ListPresetTargets until their artifacts run: the kernels become
+// PTX (codegen::EmitPtx), the host code that launches them is still to come (issue 5).
+std::vector<Target> GpuPresetTargets() {
+  Target sm80{"cuda-sm80", "nvptx64-nvidia-cuda", "sm_80", "+ptx78", 128, "model.so"};
+  sm80.threads_per_block = 256;
+  sm80.shared_memory = 48 * 1024;
+  Target sm90 = sm80;
+  sm90.preset = "cuda-sm90";
+  sm90.cpu = "sm_90";
+  return {sm80, sm90};
+}
+
 absl::StatusOr<Target> ParseTarget(std::string_view text) {
   if (text.find('=') != std::string_view::npos) return ParseDescription(std::string(text));
   std::vector<std::string> names;
   for (const Target& t : ListPresetTargets()) {
     if (t.preset == text) return t;
     names.push_back(t.preset);
+  }
+  for (const Target& t : GpuPresetTargets()) {
+    if (t.preset == text) return t;
   }
   if (text == "host") {
     return absl::InvalidArgumentError(

@@ -19,12 +19,17 @@ struct Target {
   std::string features;  // LLVM feature string, sorted and deduplicated: "+avx2,+fma"
   int vector_bits = 128;
   std::string artifact_file = "model.so";
+  // GPU targets only (0 elsewhere): threads per block and shared memory per block, in bytes.
+  int threads_per_block = 0;
+  int64_t shared_memory = 0;
 
   // "triple=...;cpu=...;features=...;vector_bits=...": names no preset, so a preset and a
   // description of the same target are equal.
   std::string Canonical() const;
-  // The triple's first component: "x86_64", "aarch64", "riscv64" or "wasm32".
+  // The triple's first component: "x86_64", "aarch64", "riscv64", "wasm32" or "nvptx64".
   std::string Arch() const;
+  // An NVIDIA GPU (nvptx64): kernels are launched over blocks and threads.
+  bool IsGpu() const;
   // Vector registers the schedules may plan with: 32 on aarch64, riscv64 and AVX-512, else 16.
   int VectorRegisters() const;
 };

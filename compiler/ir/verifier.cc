@@ -62,6 +62,7 @@ class Verifier {
   void PrimFunc(const ir::PrimFunc& func);
   void Stmt(const ir::Stmt& s);
   void Bound(const ir::Stmt& body, const arith::ExprNode* var);
+  void GpuLoop(const ir::StmtNode& loop);
   void Prim(const PrimExpr& e);
   void Access(const Buffer& buffer, const std::vector<PrimExpr>& indices, const char* what);
   void PrimCall(const arith::ExprNode& call);
@@ -74,6 +75,7 @@ class Verifier {
   std::unordered_set<const arith::ExprNode*> syms_;
   // Loop level: variables and buffers in scope, and every loop or let variable seen.
   const ir::PrimFunc* prim_func_ = nullptr;
+  int gpu_blocks_ = 0, gpu_threads_ = 0;  // enclosing gpu_block and gpu_thread loops
   std::unordered_set<const arith::ExprNode*> vars_, scoped_vars_;
   std::unordered_set<const arith::BufferNode*> buffers_;
 };
@@ -279,6 +281,26 @@ void Verifier::Bound(const ir::Stmt& body, const arith::ExprNode* var) {
   vars_.erase(var);
 }
 
+// A launch is a gpu_block loop holding gpu_thread loops, from 0, in a kernel; a block's
+// thread count is a constant and launches do not nest.
+void Verifier::GpuLoop(const ir::StmtNode& loop) {
+  const bool block = loop.for_kind == ForKind::kGpuBlock;
+  const std::string what = absl::StrCat(ForKindName(loop.for_kind), " loop ", loop.var->name);
+  if (prim_func_->is_host) Error(what + " in a host function");
+  if (!loop.min || !loop.min->is_const_int(0)) Error(what + " does not start at 0");
+  if (gpu_threads_ > 0) Error(what + " inside a gpu_thread loop");
+  if (block && gpu_blocks_ > 0) Error(what + " inside another gpu_block loop");
+  if (!block && gpu_blocks_ == 0) Error(what + " outside a gpu_block loop");
+  if (!block &&
+      (!loop.extent || loop.extent->kind != ExprKind::kIntImm || loop.extent->int_value <= 0)) {
+    Error(what + " needs a positive constant extent (the block size)");
+  }
+  int& depth = block ? gpu_blocks_ : gpu_threads_;
+  ++depth;
+  Bound(loop.body, loop.var.get());
+  --depth;
+}
+
 void Verifier::Stmt(const ir::Stmt& s) {
   if (!s) return Error("missing statement");
   switch (s->kind) {
@@ -286,6 +308,9 @@ void Verifier::Stmt(const ir::Stmt& s) {
       Prim(s->min);
       Prim(s->extent);
       if (!s->var || s->var->kind != ExprKind::kVar) return Error("loop without a variable");
+      if (s->for_kind == ForKind::kGpuBlock || s->for_kind == ForKind::kGpuThread) {
+        return GpuLoop(*s);
+      }
       return Bound(s->body, s->var.get());
     case StmtKind::kLet:
       Prim(s->value);

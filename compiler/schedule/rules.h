@@ -64,6 +64,13 @@ std::optional<ScheduledKernel> ScheduleMatmul(const ir::Stmt& body, const ir::Ta
 ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
                            const ir::NDArray* b = nullptr);
 
+// The GPU rule, for every kernel of a GPU target: the kernel's outer data-parallel loops,
+// fused into one index, are spread over blocks of target.threads_per_block threads, one
+// iteration per thread (neighbouring threads on neighbouring elements); the rest of the body
+// runs in its thread. A kernel without such a loop (a running sum, loop nests in sequence)
+// runs in one thread of one block. Shared-memory tiling and warp reductions are to come.
+ir::Stmt ScheduleForGpu(const ir::Stmt& body, const ir::Target& target);
+
 // Whether iterations of a loop over `var` with body `body` touch disjoint elements of every
 // buffer the body writes, so they may run in any order or at once.
 bool IterationsAreIndependent(const arith::PrimExpr& var, const ir::Stmt& body);

@@ -74,6 +74,10 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
   std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
+    if (target.IsGpu()) {
+      func.body = ScheduleForGpu(func.body, target);
+      continue;
+    }
     auto site = sites.find(name);
     ConstantOf constant_of = [&](const arith::Buffer& buffer) -> const ir::NDArray* {
       std::optional<size_t> index = ParamIndex(func, buffer);

@@ -2,13 +2,18 @@
 // test_data_set_*/input_*.pb and output_*.pb) and compares Kiln's outputs with the suite's
 // expected ones at the ONNX backend runner's tolerances (rtol 1e-3, atol 1e-7).
 //
-//   kiln-conformance --suite DIR --mode reference|compiled [--target T]
+//   kiln-conformance --suite DIR --mode reference|compiled|ptx [--target T] [--schedule-as T]
 //                    [--expected-failures FILE]... [--filter TEXT]
 //
 // reference runs the reference interpreter; compiled compiles each model for the target
 // (x86_64 by default) into an artifact and runs it through the runtime, as a user would: in
 // this process for x86_64, through kiln-runner under qemu-user for aarch64 and riscv64, and
 // in Node.js for wasm32 (tests/support/remote_runner.h).
+//
+// --schedule-as T schedules the kernels for T (cuda-sm80, say) while compiling for --target:
+// a GPU's blocks and threads then run as serial loops, which checks the GPU schedules on a
+// CPU. ptx compiles each model's kernels to PTX for a GPU target and, when the CUDA toolkit's
+// ptxas is installed (PATH or $KILN_PTXAS), assembles it; it says when it skipped that.
 //
 // Every imported model is also verified and round-tripped through the IR text format.
 // Prints one line per failure with its reason, then `conformance: P passed, F failed`. With
@@ -26,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "compiler/arith/check.h"
 #include "compiler/driver/driver.h"
 #include "compiler/frontend/onnx_tensor.h"
@@ -47,6 +53,8 @@ struct Options {
   std::string target = "x86_64";
   std::vector<std::string> expected_failures;
   std::string filter;
+  std::string schedule_as;  // compiled: schedule for this target (a GPU's, run on the CPU)
+  std::string ptxas;        // ptx: the CUDA toolkit's assembler, when installed
 };
 
 absl::StatusOr<std::string> ReadFile(const fs::path& path) {
@@ -143,10 +151,14 @@ absl::StatusOr<std::vector<ir::NDArray>> RunArtifact(const runtime::Model& model
 
 // Compiles the model into an artifact in a private temporary file and loads it: in this
 // process for x86_64, else through kiln-runner under qemu-user or Node.js.
-absl::StatusOr<Executor> CompiledExecutor(const std::string& model, const std::string& target) {
-  KILN_ASSIGN_OR_RETURN(ir::Target t, driver::ResolveTarget(target));
+absl::StatusOr<Executor> CompiledExecutor(const std::string& model, const Options& options) {
+  KILN_ASSIGN_OR_RETURN(ir::Target t, driver::ResolveTarget(options.target));
+  driver::CompileOptions compile_options;
+  if (!options.schedule_as.empty()) {
+    KILN_ASSIGN_OR_RETURN(compile_options.schedule_as, driver::ResolveTarget(options.schedule_as));
+  }
   KILN_ASSIGN_OR_RETURN(driver::Artifact artifact,
-                        driver::CompileModel(model, t, driver::CompileOptions{}, nullptr));
+                        driver::CompileModel(model, t, compile_options, nullptr));
   if (t.Arch() != "x86_64") {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<testing::RemoteModel> remote,
                           testing::RemoteModel::Start(t, artifact.bytes));
@@ -206,6 +218,29 @@ absl::Status CheckText(const ir::IRModule& module) {
   return absl::OkStatus();
 }
 
+// ptx: the model's kernels compile to PTX for the GPU target, and ptxas (when installed)
+// assembles it for the target's architecture.
+absl::Status CheckPtx(const std::string& model, const Options& options) {
+  KILN_ASSIGN_OR_RETURN(ir::Target target, driver::ResolveTarget(options.target));
+  KILN_ASSIGN_OR_RETURN(std::string ptx, driver::CompilePtx(model, target, {}));
+  if (ptx.find(".entry") == std::string::npos) return absl::InternalError("PTX without kernels");
+  if (options.ptxas.empty()) return absl::OkStatus();
+  char path[] = "/tmp/kiln-conformance-XXXXXX.ptx";
+  int fd = mkstemps(path, 4);
+  if (fd < 0) return absl::InternalError("cannot create a temporary PTX file");
+  close(fd);
+  std::ofstream(path, std::ios::binary) << ptx;
+  std::string log = std::string(path) + ".log";
+  std::string command = absl::StrCat(options.ptxas, " -arch=", target.cpu, " ", path,
+                                     " -o /dev/null > ", log, " 2>&1");
+  int status = std::system(command.c_str());
+  std::string output = ReadFile(log).value_or("");
+  std::remove(path);
+  std::remove(log.c_str());
+  if (status != 0) return absl::InternalError("ptxas rejected the PTX: " + output);
+  return absl::OkStatus();
+}
+
 absl::Status RunTest(const fs::path& dir, const Options& options) {
   KILN_ASSIGN_OR_RETURN(std::string model, ReadFile(dir / "model.onnx"));
   KILN_ASSIGN_OR_RETURN(ir::IRModule module, driver::ImportModel(model));
@@ -213,8 +248,9 @@ absl::Status RunTest(const fs::path& dir, const Options& options) {
   Executor execute = [&module](const std::vector<ir::NDArray>& inputs) {
     return interp::Run(module, inputs);
   };
+  if (options.mode == "ptx") return CheckPtx(model, options);
   if (options.mode == "compiled") {
-    KILN_ASSIGN_OR_RETURN(execute, CompiledExecutor(model, options.target));
+    KILN_ASSIGN_OR_RETURN(execute, CompiledExecutor(model, options));
   }
   int sets = 0;
   std::vector<fs::path> data_sets;
@@ -265,6 +301,17 @@ absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(
   return out;
 }
 
+// $KILN_PTXAS, else ptxas on PATH, else empty.
+std::string FindPtxas() {
+  if (const char* path = std::getenv("KILN_PTXAS"); path && *path) return path;
+  const char* dirs = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(dirs ? dirs : "", ':')) {
+    std::string candidate = absl::StrCat(dir, "/ptxas");
+    if (!dir.empty() && access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -284,13 +331,15 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       o.expected_failures.push_back(path);
     } else if (arg == "--filter") {
       KILN_ASSIGN_OR_RETURN(o.filter, value());
+    } else if (arg == "--schedule-as") {
+      KILN_ASSIGN_OR_RETURN(o.schedule_as, value());
     } else {
       return absl::InvalidArgumentError("unknown flag " + arg);
     }
   }
   if (o.suite.empty()) return absl::InvalidArgumentError("--suite DIR is required");
-  if (o.mode != "reference" && o.mode != "compiled") {
-    return absl::InvalidArgumentError("--mode must be reference or compiled");
+  if (o.mode != "reference" && o.mode != "compiled" && o.mode != "ptx") {
+    return absl::InvalidArgumentError("--mode must be reference, compiled or ptx");
   }
   return o;
 }
@@ -299,9 +348,16 @@ int Main(int argc, char** argv) {
   auto options = ParseArgs(argc, argv);
   if (!options.ok()) {
     std::cerr << "kiln-conformance: " << options.status().message() << "\n"
-              << "usage: kiln-conformance --suite DIR --mode reference|compiled [--target T] "
-                 "[--expected-failures FILE] [--filter TEXT]\n";
+              << "usage: kiln-conformance --suite DIR --mode reference|compiled|ptx [--target T] "
+                 "[--schedule-as T] [--expected-failures FILE]... [--filter TEXT]\n";
     return 2;
+  }
+  if (options->mode == "ptx") {
+    options->ptxas = FindPtxas();
+    std::cout << (options->ptxas.empty()
+                      ? "ptxas: not installed, SKIPPED assembling the PTX (LLVM emitted it; "
+                        "install the CUDA toolkit or set KILN_PTXAS to check it)\n"
+                      : "ptxas: " + options->ptxas + "\n");
   }
   auto expected = ReadExpectedFailures(options->expected_failures);
   if (!expected.ok()) {

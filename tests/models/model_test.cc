@@ -1,8 +1,8 @@
 // Model tests: whole models exported by generate_models.py (torchvision's resnet18 and
 // mobilenet_v2, BERT-, GPT- and Llama-style transformers) are compiled once per target
-// (x86_64 in process, aarch64 under qemu-user), with their symbolic dims, and the artifact is
-// run at several shapes. Every output is compared
-// with the reference interpreter running the imported graph on the same inputs.
+// (x86_64 in process, aarch64 under qemu-user, wasm32 in Node.js), with their symbolic dims, and
+// the artifact is run at several shapes. Every output is compared with the reference interpreter
+// running the imported graph on the same inputs.
 //
 // The ONNX files are generated at test time (ctest fixture models.generate) into
 // KILN_MODEL_DIR; a model that is missing there fails its test rather than skipping it.
@@ -234,9 +234,10 @@ std::string Signature(const std::vector<runtime::TensorInfo>& infos) {
   return absl::StrJoin(parts, "; ");
 }
 
-// The targets every model runs on: this machine's arch in process, aarch64 under qemu-user.
+// The targets every model runs on: this machine's arch in process, aarch64 under qemu-user,
+// wasm32 (with SIMD128) in Node.js.
 // The signature checks read the x86_64 artifact's kiln_signature (the same text for all).
-const std::vector<std::string> kTargets = {"x86_64", "aarch64"};
+const std::vector<std::string> kTargets = {"x86_64", "aarch64", "wasm32-simd"};
 
 std::string TestName(const std::string& text) {
   std::string name = text;

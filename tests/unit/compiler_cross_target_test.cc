@@ -149,7 +149,9 @@ std::string Disassembly(const ir::Target& target) {
   EXPECT_NE(pipe, nullptr);
   char buffer[4096];
   while (pipe && fgets(buffer, sizeof buffer, pipe)) text += buffer;
-  if (pipe) EXPECT_EQ(pclose(pipe), 0);
+  if (pipe) {
+    EXPECT_EQ(pclose(pipe), 0);
+  }
   unlink(path.c_str());
   return text;
 }
