@@ -1,5 +1,5 @@
 // LLVM code generation: the loop-level part of a module (kernels, host functions, constants)
-// becomes one shared object for the target, linked in-process with lld.
+// becomes one artifact for the target, linked by lld (ELF shared object or wasm module).
 #pragma once
 
 #include <string>
@@ -23,7 +23,8 @@ absl::StatusOr<ir::Target> HostTarget();
 
 // Emits every PrimFunc of `module` and its constants, plus the exported
 // `kiln_abi_version` and `kiln_signature` (returning `signature`), as an optimized object for
-// `target`, and links it into a shared object. Returns the shared object's bytes.
+// `target`, and links it: an ELF shared object with ld.lld, or for wasm32 a wasm module with
+// wasm-ld (plus kiln_wasm_env, wasm_module.h). Returns the artifact's bytes.
 absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
                                               const std::string& signature,
                                               const ir::Target& target);

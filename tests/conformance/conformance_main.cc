@@ -40,6 +40,7 @@
 #include "compiler/ir/structural.h"
 #include "compiler/ir/verifier.h"
 #include "kiln/runtime.hpp"
+#include "tests/support/ptxas.h"
 #include "tests/support/remote_runner.h"
 
 namespace kiln::conformance {
@@ -225,20 +226,7 @@ absl::Status CheckPtx(const std::string& model, const Options& options) {
   KILN_ASSIGN_OR_RETURN(std::string ptx, driver::CompilePtx(model, target, {}));
   if (ptx.find(".entry") == std::string::npos) return absl::InternalError("PTX without kernels");
   if (options.ptxas.empty()) return absl::OkStatus();
-  char path[] = "/tmp/kiln-conformance-XXXXXX.ptx";
-  int fd = mkstemps(path, 4);
-  if (fd < 0) return absl::InternalError("cannot create a temporary PTX file");
-  close(fd);
-  std::ofstream(path, std::ios::binary) << ptx;
-  std::string log = std::string(path) + ".log";
-  std::string command = absl::StrCat(options.ptxas, " -arch=", target.cpu, " ", path,
-                                     " -o /dev/null > ", log, " 2>&1");
-  int status = std::system(command.c_str());
-  std::string output = ReadFile(log).value_or("");
-  std::remove(path);
-  std::remove(log.c_str());
-  if (status != 0) return absl::InternalError("ptxas rejected the PTX: " + output);
-  return absl::OkStatus();
+  return testing::AssemblePtx(options.ptxas, ptx, target.cpu);
 }
 
 absl::Status RunTest(const fs::path& dir, const Options& options) {
@@ -301,17 +289,6 @@ absl::StatusOr<std::map<std::string, std::string>> ReadExpectedFailures(
   return out;
 }
 
-// $KILN_PTXAS, else ptxas on PATH, else empty.
-std::string FindPtxas() {
-  if (const char* path = std::getenv("KILN_PTXAS"); path && *path) return path;
-  const char* dirs = std::getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(dirs ? dirs : "", ':')) {
-    std::string candidate = absl::StrCat(dir, "/ptxas");
-    if (!dir.empty() && access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -353,7 +330,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (options->mode == "ptx") {
-    options->ptxas = FindPtxas();
+    options->ptxas = testing::FindPtxas();
     std::cout << (options->ptxas.empty()
                       ? "ptxas: not installed, SKIPPED assembling the PTX (LLVM emitted it; "
                         "install the CUDA toolkit or set KILN_PTXAS to check it)\n"

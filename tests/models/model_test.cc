@@ -2,7 +2,8 @@
 // mobilenet_v2, BERT-, GPT- and Llama-style transformers) are compiled once per target
 // (x86_64 in process, aarch64 under qemu-user, wasm32 in Node.js), with their symbolic dims, and
 // the artifact is run at several shapes. Every output is compared with the reference interpreter
-// running the imported graph on the same inputs.
+// running the imported graph on the same inputs. For CUDA, which needs a GPU to run, the GPU
+// schedules run on this CPU instead, and the kernels' PTX is assembled by ptxas.
 //
 // The ONNX files are generated at test time (ctest fixture models.generate) into
 // KILN_MODEL_DIR; a model that is missing there fails its test rather than skipping it.
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <random>
 #include <string>
@@ -23,6 +25,7 @@
 #include "compiler/interp/interpreter.h"
 #include "kiln/runtime.hpp"
 #include "tests/support/artifact.h"
+#include "tests/support/ptxas.h"
 #include "tests/support/remote_runner.h"
 
 namespace kiln::models {
@@ -161,6 +164,13 @@ std::vector<runtime::TensorInfo> ImportedInputs(const ir::Function& main) {
   return infos;
 }
 
+// The targets every model runs on: this machine's arch in process, aarch64 under qemu-user,
+// wasm32 (with SIMD128) in Node.js, and the CUDA schedules run on this CPU (gpu_emulated:
+// x86_64 code scheduled for cuda-sm80, blocks and threads as serial loops).
+constexpr char kGpuEmulated[] = "gpu_emulated";
+// The signature checks read the x86_64 artifact's kiln_signature (the same text for all).
+const std::vector<std::string> kTargets = {"x86_64", "aarch64", "wasm32-simd", kGpuEmulated};
+
 // A model compiled for one target: loaded in this process for x86_64, else run by kiln-runner
 // under qemu-user (aarch64) or Node.js (wasm32).
 struct CompiledModel {
@@ -188,9 +198,15 @@ void Compile(const std::string& name, const std::string& target_name, CompiledMo
   out->module = *std::move(module);
   out->inputs = ImportedInputs(out->module.functions.at("main"));
   out->output_names = out->module.functions.at("main").output_names;
-  auto target = driver::ResolveTarget(target_name);
+  driver::CompileOptions options;
+  std::string compile_target = target_name;
+  if (target_name == kGpuEmulated) {
+    options.schedule_as = *driver::ResolveTarget("cuda-sm80");
+    compile_target = "x86_64";
+  }
+  auto target = driver::ResolveTarget(compile_target);
   ASSERT_TRUE(target.ok()) << target.status();
-  auto artifact = driver::CompileModel(onnx, *target, driver::CompileOptions{}, nullptr);
+  auto artifact = driver::CompileModel(onnx, *target, options, nullptr);
   if (!artifact.ok()) {
     if (const char* reason = KnownGapReason(artifact.status())) {
       GTEST_SKIP() << name << ": " << reason << ": " << artifact.status();
@@ -233,11 +249,6 @@ std::string Signature(const std::vector<runtime::TensorInfo>& infos) {
   for (const auto& info : infos) parts.push_back(info.name + ": " + runtime::Describe(info));
   return absl::StrJoin(parts, "; ");
 }
-
-// The targets every model runs on: this machine's arch in process, aarch64 under qemu-user,
-// wasm32 (with SIMD128) in Node.js.
-// The signature checks read the x86_64 artifact's kiln_signature (the same text for all).
-const std::vector<std::string> kTargets = {"x86_64", "aarch64", "wasm32-simd"};
 
 std::string TestName(const std::string& text) {
   std::string name = text;
@@ -352,6 +363,29 @@ TEST_P(TransformerModelTest, LlamaMatchesInterpreterWithAndWithoutKVCache) {
     }
   }
 }
+
+// Every model's kernels compile to PTX for sm_80 and sm_90, and ptxas assembles them where the
+// CUDA toolkit is installed (the test says when it skipped that).
+class PtxModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PtxModelTest, KernelsCompileToPtxThatPtxasAccepts) {
+  const std::string ptxas = testing::FindPtxas();
+  if (ptxas.empty()) std::cout << "ptxas: not installed, SKIPPED assembling the PTX\n";
+  for (const char* gpu : {"cuda-sm80", "cuda-sm90"}) {
+    ir::Target target = *driver::ResolveTarget(gpu);
+    absl::StatusOr<std::string> ptx = driver::CompilePtx(ReadModel(GetParam()), target, {});
+    ASSERT_TRUE(ptx.ok()) << gpu << ": " << ptx.status();
+    EXPECT_NE(ptx->find(".entry"), std::string::npos) << gpu;
+    if (!ptxas.empty()) {
+      absl::Status assembled = testing::AssemblePtx(ptxas, *ptx, target.cpu);
+      EXPECT_TRUE(assembled.ok()) << gpu << ": " << assembled;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PtxModelTest,
+                         ::testing::Values("resnet18", "mobilenet_v2", "bert", "gpt", "llama"),
+                         [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Targets, TransformerModelTest, ::testing::ValuesIn(kTargets),
                          [](const auto& info) { return TestName(info.param); });
