@@ -66,8 +66,9 @@ llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
   return fn;
 }
 
-// `i32 kiln_abi_version()` and `ptr kiln_signature()`.
-void EmitMetadataFunctions(llvm::Module& module, const std::string& signature) {
+// `i32 kiln_abi_version()`, `ptr kiln_signature()`, and `i32 kiln_default_threads()` when the
+// target asks for more than one thread.
+void EmitMetadataFunctions(llvm::Module& module, const std::string& signature, int threads) {
   llvm::LLVMContext& ctx = module.getContext();
   llvm::IRBuilder<> b(ctx);
   auto* version =
@@ -87,6 +88,13 @@ void EmitMetadataFunctions(llvm::Module& module, const std::string& signature) {
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", get));
   b.CreateRet(global);
   for (llvm::Function* fn : {version, get}) fn->addFnAttr(llvm::Attribute::NoUnwind);
+  if (threads <= 1) return;
+  auto* default_threads = llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), false),
+                                                 llvm::GlobalValue::ExternalLinkage,
+                                                 KILN_SYMBOL_DEFAULT_THREADS, module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", default_threads));
+  b.CreateRet(b.getInt32(threads));
+  default_threads->addFnAttr(llvm::Attribute::NoUnwind);
 }
 
 // Lets the backend fuse `x + a * b` in kernels into one FMA instruction (one rounding instead
@@ -115,8 +123,9 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
                                                           const ir::IRModule& ir,
                                                           const std::string& signature,
                                                           llvm::TargetMachine& machine,
-                                                          int vector_bits) {
-  for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE, "kiln_wasm_env"}) {
+                                                          const ir::Target& target) {
+  for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE,
+                               KILN_SYMBOL_DEFAULT_THREADS, "kiln_wasm_env"}) {
     if (ir.prim_funcs.count(reserved)) {
       return absl::InternalError(std::string("a PrimFunc is named ") + reserved +
                                  ", which the artifact ABI reserves");
@@ -135,7 +144,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
   for (const auto& [name, func] : ir.prim_funcs) {
     FunctionEmitter(state, func, state.functions.at(name)).Emit();
   }
-  EmitMetadataFunctions(*module, signature);
+  EmitMetadataFunctions(*module, signature, target.threads);
   if (wasm) EmitWasmEnv(*module);
   for (const auto& [name, func] : ir.prim_funcs) {
     if (!func.is_host) AllowMultiplyAddContraction(*state.functions.at(name));
@@ -145,7 +154,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
     fn.addFnAttr("target-cpu", machine.getTargetCPU());
     // The schedule sized its tiles for the target's vectors; LLVM otherwise prefers 256 bits
     // on AVX-512 CPUs.
-    fn.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
+    fn.addFnAttr("prefer-vector-width", std::to_string(target.vector_bits));
     if (!machine.getTargetFeatureString().empty()) {
       fn.addFnAttr("target-features", machine.getTargetFeatureString());
     }
@@ -168,8 +177,7 @@ absl::StatusOr<OptimizedModule> Optimize(llvm::LLVMContext& ctx, const ir::IRMod
                                          const std::string& signature, const ir::Target& target) {
   OptimizedModule result;
   KILN_ASSIGN_OR_RETURN(result.machine, CreateTargetMachine(target));
-  KILN_ASSIGN_OR_RETURN(result.module,
-                        BuildModule(ctx, ir, signature, *result.machine, target.vector_bits));
+  KILN_ASSIGN_OR_RETURN(result.module, BuildModule(ctx, ir, signature, *result.machine, target));
   OptimizeModule(*result.module, *result.machine);
   return result;
 }

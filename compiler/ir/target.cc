@@ -120,6 +120,28 @@ uint32_t Fnv1a32(const std::string& text) {
   return hash;
 }
 
+// threads: how many threads a CPU artifact starts with. wasm32 modules run on one thread (no
+// shared memory between workers), and a GPU's are threads_per_block.
+absl::Status ParseThreads(const std::string& text, std::map<std::string, std::string>& values,
+                          Target& target) {
+  auto it = values.find("threads");
+  if (it == values.end()) return absl::OkStatus();
+  if (target.IsGpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target description '", text,
+                     "': threads is for CPU targets; a GPU's block size is "
+                     "threads_per_block"));
+  }
+  const int max = target.Arch() == "wasm32" ? 1 : 1024;
+  if (!absl::SimpleAtoi(it->second, &target.threads) || target.threads < 1 ||
+      target.threads > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target description '", text, "': threads '", it->second, "' must be from 1 to ", max,
+        max == 1 ? " (wasm32 modules run on one thread)" : ""));
+  }
+  return absl::OkStatus();
+}
+
 // threads_per_block and shared_memory: for GPU targets only, where they default to 256
 // threads and 48 KiB (what every CUDA GPU since sm_20 gives a block without opting in).
 absl::Status ParseGpuKeys(const std::string& text, std::map<std::string, std::string>& values,
@@ -167,10 +189,11 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
                        "'; expected key=value with keys triple, cpu, features, vector_bits"));
     }
     if (key != "triple" && key != "cpu" && key != "features" && key != "vector_bits" &&
-        key != "threads_per_block" && key != "shared_memory") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target description '", text, "': unknown key '", key,
-          "'; known keys: triple, cpu, features, vector_bits, threads_per_block, shared_memory"));
+        key != "threads" && key != "threads_per_block" && key != "shared_memory") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': unknown key '", key,
+                       "'; known keys: triple, cpu, features, vector_bits, threads, "
+                       "threads_per_block, shared_memory"));
     }
     if (!values.emplace(key, absl::StripAsciiWhitespace(kv[1])).second) {
       return absl::InvalidArgumentError(
@@ -201,6 +224,7 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
                                                      "' is not supported; use 128, 256 or 512"));
     }
   }
+  KILN_RETURN_IF_ERROR(ParseThreads(text, values, target));
   KILN_RETURN_IF_ERROR(ParseGpuKeys(text, values, target));
   target.preset = absl::StrFormat("%s-custom-%08x", arch.name, Fnv1a32(target.Canonical()));
   return target;
@@ -213,6 +237,7 @@ std::string Target::Canonical() const {
   std::string text =
       absl::StrCat("triple=", triple, ";cpu=", cpu, ";features=", sorted.ok() ? *sorted : features,
                    ";vector_bits=", vector_bits);
+  if (threads > 0) absl::StrAppend(&text, ";threads=", threads);
   if (IsGpu()) {
     absl::StrAppend(&text, ";threads_per_block=", threads_per_block,
                     ";shared_memory=", shared_memory);

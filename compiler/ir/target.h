@@ -19,6 +19,9 @@ struct Target {
   std::string features;  // LLVM feature string, sorted and deduplicated: "+avx2,+fma"
   int vector_bits = 128;
   std::string artifact_file = "model.so";
+  // CPU targets: the thread count the artifact starts with (the runtime's default otherwise
+  // is one); 0 when the description does not say.
+  int threads = 0;
   // GPU targets only (0 elsewhere): threads per block and shared memory per block, in bytes.
   int threads_per_block = 0;
   int64_t shared_memory = 0;

@@ -97,6 +97,13 @@ std::string BindArtifact(KilnModel* model) {
   return "";
 }
 
+// The thread count the artifact's target asked for, 0 when it asked for none.
+int32_t DefaultThreads(const KilnModel& model) {
+  KilnDefaultThreadsFn default_threads = nullptr;
+  if (!Resolve(model, KILN_SYMBOL_DEFAULT_THREADS, &default_threads).empty()) return 0;
+  return default_threads();
+}
+
 const TensorSpec* FindSpec(const KilnModel* model, int32_t is_output, int32_t index) {
   if (model == nullptr) return nullptr;
   const auto& specs = is_output ? model->signature.outputs : model->signature.inputs;
@@ -166,6 +173,9 @@ int kiln_model_load(const char* artifact_path, KilnModel** out) {
   std::string error = OpenArtifact(model.get());
   if (error.empty()) error = BindArtifact(model.get());
   if (!error.empty()) return Fail(error);
+  if (int32_t threads = DefaultThreads(*model); threads > 1) {
+    if (kiln_model_set_num_threads(model.get(), threads) != 0) return -1;
+  }
   *out = model.release();
   return 0;
 }

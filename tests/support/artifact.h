@@ -48,7 +48,7 @@ inline std::unique_ptr<runtime::Model> LoadArtifact(const driver::Artifact& arti
 // either step fails.
 inline std::unique_ptr<runtime::Model> CompileAndLoad(const std::string& onnx,
                                                       const std::string& target = "x86_64") {
-  auto parsed = ir::ParseTarget(target);
+  auto parsed = driver::ResolveTarget(target);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   if (!parsed.ok()) return nullptr;
   auto artifact = driver::CompileModel(onnx, *parsed, {}, nullptr);

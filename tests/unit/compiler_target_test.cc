@@ -64,6 +64,31 @@ TEST(TargetCheckTest, FeaturesOfAnotherArchAreUnknown) {
             "unknown cpu 'skylake' for riscv64-unknown-linux-gnu");
 }
 
+// threads=N in a description: the artifact starts with N threads, and computes the same.
+TEST(TargetCheckTest, ADescriptionsThreadsAreTheArtifactsDefault) {
+  OnnxBuilder b;
+  b.Input("x", {"n", 64});
+  b.Input("w", {64, 64});
+  b.Node("MatMul", {"x", "w"}, {"y"});
+  b.Output("y", {"n", 64});
+  std::unique_ptr<runtime::Model> three =
+      testing::CompileAndLoad(b.Serialize(), "triple=x86_64-linux-gnu;threads=3");
+  std::unique_ptr<runtime::Model> one = testing::CompileAndLoad(b.Serialize(), "x86_64");
+  ASSERT_NE(three, nullptr);
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(three->num_threads(), 3);
+  EXPECT_EQ(one->num_threads(), 1);
+  ir::NDArray x = ir::NDArray::Zeros(arith::DataType::Float(32), {200, 64});
+  ir::NDArray w = ir::NDArray::Zeros(arith::DataType::Float(32), {64, 64});
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = (i % 7) - 3.0f;
+  for (int64_t i = 0; i < w.num_elements(); ++i) w.data<float>()[i] = (i % 5) * 0.25f;
+  auto run = [&](const runtime::Model& model) {
+    return testing::RunModel(model, {x, w},
+                             {ir::NDArray::Zeros(arith::DataType::Float(32), {200, 64})})[0];
+  };
+  EXPECT_EQ(run(*three).bytes, run(*one).bytes);
+}
+
 TEST(TargetCheckTest, HostIsThisMachineAsLLVMSeesIt) {
   absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
   ASSERT_TRUE(host.ok()) << host.status();

@@ -73,6 +73,37 @@ TEST(TargetTest, DescriptionsOfOtherArchsTakeTheirDefaults) {
   EXPECT_EQ(ParseTarget("triple=aarch64-linux-gnu;features=+sve")->vector_bits, 128);
 }
 
+TEST(TargetTest, ThreadsAreTheArtifactsStartingThreadCount) {
+  absl::StatusOr<Target> t = ParseTarget("triple=aarch64-linux-gnu;threads=4");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->threads, 4);
+  EXPECT_EQ(t->Canonical(),
+            "triple=aarch64-unknown-linux-gnu;cpu=generic;features=;vector_bits=128;threads=4");
+  EXPECT_EQ(ParseTarget("aarch64")->threads, 0);  // presets leave it to the runtime
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;threads=0"),
+              HasSubstr("threads '0' must be from 1 to 1024"));
+  EXPECT_THAT(ErrorOf("triple=wasm32-unknown-unknown;threads=2"),
+              HasSubstr("wasm32 modules run on one thread"));
+  EXPECT_THAT(ErrorOf("triple=nvptx64-nvidia-cuda;threads=2"), HasSubstr("threads_per_block"));
+}
+
+TEST(TargetTest, GpuDescriptionsTakeABlockSizeAndSharedMemory) {
+  EXPECT_EQ(CanonicalOf("cuda-sm80"),
+            "triple=nvptx64-nvidia-cuda;cpu=sm_80;features=+ptx78;vector_bits=128;"
+            "threads_per_block=256;shared_memory=49152");
+  absl::StatusOr<Target> t =
+      ParseTarget("triple=nvptx64-nvidia-cuda;cpu=sm_90;threads_per_block=512;shared_memory=0");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->IsGpu());
+  EXPECT_EQ(t->threads_per_block, 512);
+  EXPECT_EQ(t->shared_memory, 0);
+  EXPECT_THAT(ErrorOf("triple=nvptx64-nvidia-cuda;threads_per_block=100"),
+              HasSubstr("multiple of 32"));
+  EXPECT_THAT(ErrorOf("triple=nvptx64-nvidia-cuda;shared_memory=-1"), HasSubstr("shared_memory"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;threads_per_block=64"),
+              HasSubstr("GPU targets (nvptx64) only"));
+}
+
 TEST(TargetTest, HostIsResolvedByTheDriverNotHere) {
   EXPECT_THAT(ErrorOf("host"), HasSubstr("driver::ResolveTarget"));
 }

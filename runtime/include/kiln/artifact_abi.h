@@ -79,6 +79,12 @@ typedef int32_t (*KilnInferShapesFn)(KilnEnv* env, DLTensor* inputs, DLTensor* o
 /* Checks input and output shapes, then computes outputs[i].data from inputs[i].data. */
 typedef int32_t (*KilnRunFn)(KilnEnv* env, DLTensor* inputs, DLTensor* outputs);
 
+/* Optional: `int32_t kiln_default_threads(void)`, the thread count the artifact's target
+ * description asked for (`threads=N`); the runtime starts a model with that many threads
+ * instead of one. Older artifacts lack it, older runtimes ignore it. */
+typedef int32_t (*KilnDefaultThreadsFn)(void);
+
+#define KILN_SYMBOL_DEFAULT_THREADS "kiln_default_threads"
 #define KILN_SYMBOL_ABI_VERSION "kiln_abi_version"
 #define KILN_SYMBOL_SIGNATURE "kiln_signature"
 #define KILN_SYMBOL_INFER_SHAPES "kiln_infer_shapes"

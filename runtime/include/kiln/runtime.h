@@ -30,8 +30,8 @@ const char* kiln_last_error(void);
 int kiln_model_load(const char* artifact_path, KilnModel** out);
 void kiln_model_free(KilnModel* model);
 
-/* How many threads kiln_model_run may use: 1 (the default) runs on the calling thread only,
- * 0 means one per online CPU. Set it before running the model, not while a run is in flight.
+/* How many threads kiln_model_run may use: 1 (the default, unless the artifact's target asked
+ * for more with `threads=N`) runs on the calling thread only, 0 means one per online CPU. Set it before running the model, not while a run is in flight.
  * Fails (nonzero) for a negative count. */
 int kiln_model_set_num_threads(KilnModel* model, int32_t num_threads);
 int32_t kiln_model_num_threads(const KilnModel* model);
