@@ -16,8 +16,17 @@ std::vector<DLTensor> Views(NamedTensors& tensors) {
 
 }  // namespace
 
+// A wasm32 artifact runs in a browser or Node.js, not through dlopen.
+absl::Status WasmArtifact(const std::string& path) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", path,
+      "' is a WebAssembly module: run it in a browser or Node.js with "
+      "runtime/js/kiln.mjs (see runtime/js/README.md); kiln run loads native artifacts"));
+}
+
 absl::StatusOr<std::string> FindArtifact(const std::string& path) {
   std::error_code ec;
+  if (std::filesystem::path(path).extension() == ".wasm") return WasmArtifact(path);
   if (std::filesystem::is_regular_file(path, ec)) return path;
   if (!std::filesystem::is_directory(path, ec)) {
     return absl::NotFoundError(absl::StrCat("no artifact folder '", path, "'"));
@@ -25,6 +34,7 @@ absl::StatusOr<std::string> FindArtifact(const std::string& path) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
     if (entry.path().extension() == ".so") found.push_back(entry.path().string());
+    if (entry.path().extension() == ".wasm") return WasmArtifact(entry.path().string());
   }
   if (found.size() == 1) return found[0];
   if (found.empty()) return absl::NotFoundError(absl::StrCat("no .so artifact in '", path, "'"));

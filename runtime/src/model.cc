@@ -1,9 +1,11 @@
 // The C API of kiln/runtime.h: loading an artifact, signature queries, checked calls.
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -60,11 +62,45 @@ std::string Resolve(const KilnModel& model, const char* symbol, Fn* out) {
   return "";
 }
 
+// The arch an ELF file was built for, by its e_machine field; "" for another file or machine.
+std::string ElfArch(const std::string& path) {
+  unsigned char header[20] = {};
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return "";
+  size_t read = std::fread(header, 1, sizeof header, file);
+  std::fclose(file);
+  if (read != sizeof header || std::memcmp(header, ELFMAG, SELFMAG) != 0) return "";
+  switch (header[18] | header[19] << 8) {  // little-endian, as every arch Kiln targets
+    case EM_X86_64:
+      return "x86_64";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_RISCV:
+      return "riscv64";
+  }
+  return "";
+}
+
+#if defined(__x86_64__)
+constexpr char kThisArch[] = "x86_64";
+#elif defined(__aarch64__)
+constexpr char kThisArch[] = "aarch64";
+#elif defined(__riscv) && __riscv_xlen == 64
+constexpr char kThisArch[] = "riscv64";
+#else
+constexpr char kThisArch[] = "";
+#endif
+
 std::string OpenArtifact(KilnModel* model) {
-  // A clear message for the common mistake, before dlopen's.
+  // Clear messages for the common mistakes, before dlopen's.
   struct stat info;
   if (stat(model->path.c_str(), &info) != 0) {
     return "cannot open artifact '" + model->path + "': " + std::strerror(errno);
+  }
+  std::string arch = ElfArch(model->path);
+  if (!arch.empty() && *kThisArch && arch != kThisArch) {
+    return "artifact '" + model->path + "' is built for " + arch + "; this machine is " +
+           kThisArch + " (compile for this machine's target, or run it where it belongs)";
   }
   // dlopen searches the library path for a name without a slash; an artifact is a file.
   std::string dl_path =

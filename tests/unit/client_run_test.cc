@@ -2,6 +2,7 @@
 // (y = 2x + bias[i], x: f32[n, 3], bias: f32[n]).
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "client/cli.h"
@@ -89,6 +90,18 @@ TEST_F(RunTest, ShapeErrorsReachTheUser) {
   EXPECT_EQ(err_.str(),
             "error: INVALID_ARGUMENT: input 'bias' dimension 0 (n): expected 2, got 3\n");
   EXPECT_FALSE(std::filesystem::exists(Path("out/y.npy")));
+}
+
+TEST_F(RunTest, AWasmArtifactIsForABrowserOrNode) {
+  std::filesystem::create_directories(Path("wasm32"));
+  std::ofstream(Path("wasm32/model.wasm")) << "\0asm";
+  const std::string message =
+      "' is a WebAssembly module: run it in a browser or Node.js with runtime/js/kiln.mjs (see "
+      "runtime/js/README.md); kiln run loads native artifacts\n";
+  EXPECT_EQ(Kiln({"run", Path("wasm32"), "--out", Path("out")}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: '" + Path("wasm32/model.wasm") + message);
+  EXPECT_EQ(Kiln({"run", Path("wasm32/model.wasm"), "--out", Path("out")}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: '" + Path("wasm32/model.wasm") + message);
 }
 
 TEST_F(RunTest, MissingArtifactAndBadFiles) {

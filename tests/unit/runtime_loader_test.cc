@@ -242,6 +242,17 @@ TEST(LoaderErrorTest, NotASharedObject) {
   EXPECT_THAT(LoadError(path), HasSubstr("cannot load artifact '" + path));
 }
 
+TEST(LoaderErrorTest, AnArtifactForAnotherArchSaysWhichArch) {
+  std::string path = ::testing::TempDir() + "/aarch64_artifact.so";
+  unsigned char header[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+  header[16] = 3;    // ET_DYN
+  header[18] = 183;  // EM_AARCH64
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<char*>(header), sizeof header);
+  EXPECT_EQ(LoadError(path), "artifact '" + path +
+                                 "' is built for aarch64; this machine is x86_64 (compile for "
+                                 "this machine's target, or run it where it belongs)");
+}
+
 TEST(LoaderErrorTest, MissingSymbolNamesFileAndSymbol) {
   std::string path = ArtifactPath("no_run");
   EXPECT_EQ(LoadError(path), "artifact '" + path + "' does not export 'kiln_run'");
