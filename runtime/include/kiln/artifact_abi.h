@@ -1,6 +1,7 @@
 /* The contract between a compiled artifact and the runtime that loads it.
  *
- * An artifact is a shared object (for CPU targets) that exports the four symbols below. It
+ * An artifact is a shared object that exports the four symbols below; for a GPU target it is
+ * a shared object for the host that also carries the kernels (see "Device artifacts"). It
  * needs nothing from the process that loads it except what KilnEnv hands it, so the same
  * generated code works in a phone app, a browser (wasm) or the kiln CLI. Tensors cross as
  * DLPack DLTensor structs, dense and row-major (strides NULL).
@@ -16,7 +17,10 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 3
+/* Version 4 added the device services of KilnEnv; only device artifacts need them, so CPU
+ * artifacts still say 3 and a version-4 runtime loads both. */
+#define KILN_ABI_VERSION 4
+#define KILN_ABI_VERSION_CPU 3
 
 #define KILN_SHAPE_ERROR_INPUT 0
 #define KILN_SHAPE_ERROR_OUTPUT 1
@@ -25,6 +29,11 @@ extern "C" {
 #define KILN_SHAPE_ERROR_NO_DATA 4
 /* The `dim` of an index_error that reports a sequence length rather than an index. */
 #define KILN_INDEX_SEQUENCE_LENGTH -2
+
+/* The `kind` of KilnEnv.copy. */
+#define KILN_COPY_HOST_TO_DEVICE 0
+#define KILN_COPY_DEVICE_TO_HOST 1
+#define KILN_COPY_DEVICE_TO_DEVICE 2
 
 /* Services the runtime provides to generated code. */
 typedef struct KilnEnv {
@@ -58,6 +67,25 @@ typedef struct KilnEnv {
    * index error has failed whatever it returns. (Added in ABI version 3.) */
   void (*index_error)(void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
                       const char* op);
+
+  /* ---- Device services (ABI version 4), used only by device artifacts; a runtime may leave
+   * them NULL for others. Device pointers are opaque to host code: it offsets them and passes
+   * them on. Each returns failure (NULL or nonzero) only after reporting why, so the host
+   * function just returns nonzero. */
+  /* Device memory, 256-byte aligned, distinct even for 0 bytes; NULL on failure. */
+  void* (*device_alloc)(void* self, int64_t bytes);
+  void (*device_free)(void* self, void* ptr);
+  /* Copies `bytes` bytes; `kind` is KILN_COPY_*. A copy to the host waits for every launch
+   * before it. */
+  int32_t (*copy)(void* self, void* dst, const void* src, int64_t bytes, int32_t kind);
+  /* The device copy of constant `index` (its `bytes` bytes at host address `data`), made on
+   * first use and kept as long as the model is loaded. NULL on failure. */
+  void* (*device_constant)(void* self, int32_t index, const void* data, int64_t bytes);
+  /* Launches kernel `kernel` (its index in kiln_gpu_kernels) on `blocks` blocks (>= 1) of
+   * `threads` threads each. args[i] points at the value of the kernel's i-th parameter: the
+   * KilnEnv* (unused on a GPU), then its buffers (device pointers), then its scalars
+   * (int64_t, int32_t, double, ... as the kernel declares them). Launches run in order. */
+  int32_t (*launch)(void* self, int32_t kernel, int64_t blocks, int32_t threads, void** args);
 } KilnEnv;
 
 /* Entry points every artifact exports. Both functions return 0 on success and nonzero after
@@ -83,6 +111,34 @@ typedef int32_t (*KilnRunFn)(KilnEnv* env, DLTensor* inputs, DLTensor* outputs);
  * description asked for (`threads=N`); the runtime starts a model with that many threads
  * instead of one. Older artifacts lack it, older runtimes ignore it. */
 typedef int32_t (*KilnDefaultThreadsFn)(void);
+
+/* Device artifacts (ABI version 4): kernels run on a device, host code (kiln_infer_shapes,
+ * kiln_run) on the CPU that loads the artifact. They export, as functions of no arguments:
+ *   const char* kiln_gpu_kernels(void): the kernels' names, one per line, in launch-index
+ *     order;
+ *   const char* kiln_gpu_error_ops(void): op names, one per line, indexed by the op id of the
+ *     index-error record below;
+ * and either
+ *   const char* kiln_gpu_ptx(void): PTX text holding every kernel as an `.entry` of its name,
+ *     and the index-error record, for the CUDA driver (the runtime loads libcuda.so.1 when it
+ *     loads such an artifact); or
+ *   const KilnEmulatedKernelFn* kiln_gpu_emulated_kernels(void): the same kernels compiled
+ *     for this CPU, in launch-index order, for an emulated device (tests; `--schedule-as` a
+ *     GPU target). fn(args, block) runs block `block` (its threads one after another) with
+ *     args as for KilnEnv.launch. Index errors go through KilnEnv.index_error, as on a CPU.
+ * A GPU kernel cannot call the host; the first thread to read an index out of range writes
+ * the device global `kiln_gpu_index_error`, int64_t[6] {claimed (0 or 1), input, dim, op id,
+ * index, size}, and stops. The runtime zeroes it before kiln_run and reads it after, and
+ * reports a claimed record as KilnEnv.index_error would. */
+typedef void (*KilnEmulatedKernelFn)(void** args, int64_t block);
+typedef const char* (*KilnGpuTextFn)(void);
+typedef const KilnEmulatedKernelFn* (*KilnGpuEmulatedKernelsFn)(void);
+
+#define KILN_SYMBOL_GPU_KERNELS "kiln_gpu_kernels"
+#define KILN_SYMBOL_GPU_ERROR_OPS "kiln_gpu_error_ops"
+#define KILN_SYMBOL_GPU_PTX "kiln_gpu_ptx"
+#define KILN_SYMBOL_GPU_EMULATED_KERNELS "kiln_gpu_emulated_kernels"
+#define KILN_GPU_INDEX_ERROR "kiln_gpu_index_error"
 
 #define KILN_SYMBOL_DEFAULT_THREADS "kiln_default_threads"
 #define KILN_SYMBOL_ABI_VERSION "kiln_abi_version"
