@@ -8,12 +8,15 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kiln/artifact_abi.h"
 #include "kiln/runtime.h"
 #include "runtime/src/call_env.h"
+#include "runtime/src/cuda_device.h"
+#include "runtime/src/device.h"
 #include "runtime/src/signature.h"
 #include "runtime/src/tensor_check.h"
 #include "runtime/src/thread_pool.h"
@@ -30,8 +33,14 @@ struct KilnModel {
   std::unique_ptr<kiln::runtime::ThreadPool> pool;
   // Workspace kept between runs (kiln_model_run may be called from several threads).
   mutable kiln::runtime::WorkspaceCache workspace;
+  // Where a device artifact's kernels run; null for a CPU artifact.
+  std::unique_ptr<kiln::runtime::Device> device;
+  // Calls of a device artifact run one at a time: its index-error record is one per module.
+  mutable std::mutex device_mu;
 
   ~KilnModel() {
+    // An emulated device holds the artifact's kernels, so it goes first.
+    device.reset();
     if (handle != nullptr) dlclose(handle);
   }
 };
@@ -112,6 +121,70 @@ std::string OpenArtifact(KilnModel* model) {
   return "";
 }
 
+// The lines of `text`, without a last empty one.
+std::vector<std::string> SplitLines(const char* text) {
+  std::vector<std::string> lines;
+  std::string rest = text;
+  while (!rest.empty()) {
+    size_t end = rest.find('\n');
+    lines.push_back(rest.substr(0, end));
+    rest = end == std::string::npos ? "" : rest.substr(end + 1);
+  }
+  return lines;
+}
+
+// The kernels of kiln_gpu_emulated_kernels, one per name; the array may end in a NULL entry, so
+// at most `count` entries are read and a NULL among them means the array is short.
+std::string EmulatedKernels(const KilnModel& model, KilnGpuEmulatedKernelsFn emulated, size_t count,
+                            std::vector<KilnEmulatedKernelFn>* out) {
+  const KilnEmulatedKernelFn* kernels = emulated();
+  while (out->size() < count && kernels != nullptr && kernels[out->size()] != nullptr) {
+    out->push_back(kernels[out->size()]);
+  }
+  if (out->size() == count) return "";
+  return "artifact '" + model.path + "': " + KILN_SYMBOL_GPU_KERNELS + " names " +
+         std::to_string(count) + " kernels, but " + KILN_SYMBOL_GPU_EMULATED_KERNELS + " has " +
+         std::to_string(out->size());
+}
+
+// A device artifact (ABI version 4) runs its kernels on a CUDA GPU when it carries PTX, else on
+// an emulated device in this process.
+std::string BindDevice(KilnModel* model) {
+  KilnGpuTextFn kernels = nullptr;
+  KilnGpuTextFn error_ops = nullptr;
+  std::string error = Resolve(*model, KILN_SYMBOL_GPU_KERNELS, &kernels);
+  if (error.empty()) error = Resolve(*model, KILN_SYMBOL_GPU_ERROR_OPS, &error_ops);
+  if (!error.empty()) return error;
+  KilnGpuTextFn ptx = nullptr;
+  KilnGpuEmulatedKernelsFn emulated = nullptr;
+  bool has_ptx = Resolve(*model, KILN_SYMBOL_GPU_PTX, &ptx).empty();
+  bool has_emulated = Resolve(*model, KILN_SYMBOL_GPU_EMULATED_KERNELS, &emulated).empty();
+  if (has_ptx == has_emulated) {
+    return "artifact '" + model->path + "' is a device artifact (ABI version 4) but exports " +
+           (has_ptx ? "both " : "neither ") + KILN_SYMBOL_GPU_PTX + (has_ptx ? " and " : " nor ") +
+           KILN_SYMBOL_GPU_EMULATED_KERNELS + "; it must export one";
+  }
+  const char* kernel_text = kernels();
+  const char* error_op_text = error_ops();
+  if (kernel_text == nullptr || error_op_text == nullptr) {
+    return "artifact '" + model->path +
+           "': " + (kernel_text == nullptr ? KILN_SYMBOL_GPU_KERNELS : KILN_SYMBOL_GPU_ERROR_OPS) +
+           " returned NULL";
+  }
+  std::vector<std::string> kernel_names = SplitLines(kernel_text);
+  if (has_ptx) {
+    model->device = kiln::runtime::LoadCudaDevice(model->path, ptx(), std::move(kernel_names),
+                                                  SplitLines(error_op_text), &error);
+    return error;
+  }
+  std::vector<KilnEmulatedKernelFn> functions;
+  error = EmulatedKernels(*model, emulated, kernel_names.size(), &functions);
+  if (error.empty()) {
+    model->device = std::make_unique<kiln::runtime::EmulatedDevice>(std::move(functions));
+  }
+  return error;
+}
+
 std::string BindArtifact(KilnModel* model) {
   KilnAbiVersionFn abi_version = nullptr;
   KilnSignatureFn signature = nullptr;
@@ -122,15 +195,31 @@ std::string BindArtifact(KilnModel* model) {
   if (!error.empty()) return error;
   // Checked before the signature is read: another ABI version may mean another format.
   int32_t version = abi_version();
-  if (version != KILN_ABI_VERSION) {
+  if (version != KILN_ABI_VERSION_CPU && version != KILN_ABI_VERSION) {
     return "artifact '" + model->path + "' has ABI version " + std::to_string(version) +
-           "; this runtime supports version " + std::to_string(KILN_ABI_VERSION);
+           "; this runtime supports versions " + std::to_string(KILN_ABI_VERSION_CPU) +
+           " (CPU) and " + std::to_string(KILN_ABI_VERSION) + " (device)";
   }
   const char* text = signature();
   if (text == nullptr) return "artifact '" + model->path + "': kiln_signature returned NULL";
   error = kiln::runtime::ParseSignature(text, &model->signature);
   if (!error.empty()) return "artifact '" + model->path + "': bad signature: " + error;
-  return "";
+  return version == KILN_ABI_VERSION ? BindDevice(model) : "";
+}
+
+// Calls kiln_run or kiln_infer_shapes (both may launch kernels) with the device's index-error
+// record cleared before and read after; returns the call's result.
+int32_t CallArtifact(KilnRunFn function, CallEnv* call, DLTensor* inputs, DLTensor* outputs) {
+  if (!call->BeginDeviceRun()) return 1;
+  int32_t result = function(call->env(), inputs, outputs);
+  call->EndDeviceRun();
+  return result;
+}
+
+// Held for a call of a device artifact; empty for a CPU artifact, whose calls may overlap.
+std::unique_lock<std::mutex> LockDevice(const KilnModel& model) {
+  if (model.device == nullptr) return {};
+  return std::unique_lock<std::mutex>(model.device_mu);
 }
 
 // The thread count the artifact's target asked for, 0 when it asked for none.
@@ -284,10 +373,10 @@ int kiln_model_output_shapes(const KilnModel* model, const DLTensor* inputs, int
 
   DLDevice device = in.empty() ? DLDevice{kDLCPU, 0} : in[0].device;
   std::vector<DLTensor> out = ShapeOnlyOutputs(*model, output_shapes, device);
-  CallEnv call(signature);
-  if (model->infer_shapes(call.env(), in.data(), out.data()) != 0) {
-    return Fail(call.FailureMessage());
-  }
+  std::unique_lock<std::mutex> device_lock = LockDevice(*model);
+  CallEnv call(signature, nullptr, nullptr, model->device.get());
+  int32_t result = CallArtifact(model->infer_shapes, &call, in.data(), out.data());
+  if (result != 0 || call.HasReport()) return Fail(call.FailureMessage());
   // A shape the caller will allocate from must not be negative or contradict the signature.
   for (size_t i = 0; i < out.size(); ++i) {
     error = CheckShape(signature.outputs[i], true, out[i].shape);
@@ -307,10 +396,11 @@ int kiln_model_run(const KilnModel* model, const DLTensor* inputs, int32_t num_i
     error = PrepareTensors(signature.outputs, true, outputs, num_outputs, true, &out);
   }
   if (!error.empty()) return Fail(error);
-  CallEnv call(signature, model->pool.get(), &model->workspace);
+  std::unique_lock<std::mutex> device_lock = LockDevice(*model);
+  CallEnv call(signature, model->pool.get(), &model->workspace, model->device.get());
   // An index error lets the host code run on (kernels cannot stop it), so it fails the call
   // even after a 0 return.
-  int32_t result = model->run(call.env(), in.data(), out.data());
+  int32_t result = CallArtifact(model->run, &call, in.data(), out.data());
   if (result != 0 || call.HasReport()) return Fail(call.FailureMessage());
   return 0;
 }

@@ -7,7 +7,7 @@
 #include "kiln/artifact_abi.h"
 
 #ifndef TEST_ABI_VERSION
-#define TEST_ABI_VERSION KILN_ABI_VERSION
+#define TEST_ABI_VERSION KILN_ABI_VERSION_CPU
 #endif
 
 int32_t kiln_abi_version(void) { return TEST_ABI_VERSION; }

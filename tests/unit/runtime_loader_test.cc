@@ -261,7 +261,8 @@ TEST(LoaderErrorTest, MissingSymbolNamesFileAndSymbol) {
 TEST(LoaderErrorTest, OtherAbiVersion) {
   std::string path = ArtifactPath("abi_v1");
   EXPECT_EQ(LoadError(path),
-            "artifact '" + path + "' has ABI version 1; this runtime supports version 3");
+            "artifact '" + path +
+                "' has ABI version 1; this runtime supports versions 3 (CPU) and 4 (device)");
 }
 
 TEST(LoaderErrorTest, BadSignature) {
