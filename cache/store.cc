@@ -1,12 +1,10 @@
 #include "cache/store.h"
 
-#include <sqlite3.h>
-
 #include <ctime>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cache/digest.h"
+#include "cache/sqlite.h"
 #include "spdlog/spdlog.h"
 
 namespace kiln::cache {
@@ -39,83 +37,6 @@ CREATE TABLE IF NOT EXISTS compile_results (
 CREATE INDEX IF NOT EXISTS compile_results_by_artifact ON compile_results(artifact_digest);
 )sql";
 
-absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
-  std::string message = absl::StrCat(
-      "cache database: ", absl::string_view(what.data(), what.size()), ": ", sqlite3_errmsg(db));
-  switch (rc & 0xff) {  // the primary result code
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return absl::UnavailableError(message);
-    case SQLITE_FULL:
-    case SQLITE_TOOBIG:
-      return absl::ResourceExhaustedError(message);
-    case SQLITE_CONSTRAINT:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-// One prepared statement; finalized on destruction. Bind failures are kept and reported by
-// the next Step, so call sites read as a straight line.
-class Statement {
- public:
-  static absl::StatusOr<Statement> Prepare(sqlite3* db, std::string_view sql) {
-    sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
-    if (rc != SQLITE_OK) return SqliteError(db, rc, "prepare");
-    return Statement(db, stmt);
-  }
-  Statement(Statement&& other) noexcept
-      : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)), bind_rc_(other.bind_rc_) {}
-  Statement& operator=(Statement&&) = delete;
-  ~Statement() { sqlite3_finalize(stmt_); }
-
-  // Text and blobs are bound without copying: the caller's bytes outlive the statement.
-  Statement& BindText(int index, std::string_view text) {
-    return Check(
-        sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8));
-  }
-  Statement& BindBlob(int index, std::string_view bytes) {
-    return Check(sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_STATIC));
-  }
-  Statement& BindInt(int index, int64_t value) {
-    return Check(sqlite3_bind_int64(stmt_, index, value));
-  }
-
-  // True while a row is available, false once the statement is done.
-  absl::StatusOr<bool> Step() {
-    if (bind_rc_ != SQLITE_OK) return SqliteError(db_, bind_rc_, "bind");
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return SqliteError(db_, rc, sqlite3_sql(stmt_));
-  }
-  absl::Status Run() { return Step().status(); }
-
-  std::string ColumnBytes(int index) {
-    const void* data = sqlite3_column_blob(stmt_, index);
-    return std::string(static_cast<const char*>(data), sqlite3_column_bytes(stmt_, index));
-  }
-  int64_t ColumnInt(int index) { return sqlite3_column_int64(stmt_, index); }
-
- private:
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
-  Statement& Check(int rc) {
-    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-    return *this;
-  }
-
-  sqlite3* db_;
-  sqlite3_stmt* stmt_;
-  int bind_rc_ = SQLITE_OK;
-};
-
-absl::Status Exec(sqlite3* db, const char* sql) {
-  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, sql);
-}
-
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 absl::Status MigrateSchema(sqlite3* db) {
@@ -130,20 +51,6 @@ absl::Status MigrateSchema(sqlite3* db) {
   }
   if (absl::Status status = Exec(db, kSchema); !status.ok()) return status;
   return Exec(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
-}
-
-absl::Status Configure(sqlite3* db) {
-  // WAL lets readers (a fetch) proceed while a compile result is written; the busy timeout
-  // covers a second process (the CLI's local mode) holding the write lock briefly.
-  sqlite3_busy_timeout(db, 5000);
-  if (absl::Status status = Exec(db,
-                                 "PRAGMA journal_mode = WAL;"
-                                 "PRAGMA synchronous = NORMAL;"
-                                 "PRAGMA foreign_keys = ON;");
-      !status.ok()) {
-    return status;
-  }
-  return MigrateSchema(db);
 }
 
 // Both rows are upserts: recompiling a key (after its artifact was dropped) replaces it.
@@ -172,15 +79,10 @@ absl::Status InsertCompileResult(sqlite3* db, std::string_view key, const Compil
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  if (rc != SQLITE_OK) {
-    absl::Status status = absl::UnavailableError(
-        absl::StrCat("cannot open cache database ", path, ": ", sqlite3_errstr(rc)));
-    sqlite3_close(db);
-    return status;
-  }
-  if (absl::Status status = Configure(db); !status.ok()) {
+  absl::StatusOr<sqlite3*> connection = OpenConnection(path);
+  if (!connection.ok()) return connection.status();
+  sqlite3* db = *connection;
+  if (absl::Status status = MigrateSchema(db); !status.ok()) {
     sqlite3_close(db);
     return status;
   }
@@ -247,13 +149,7 @@ absl::StatusOr<bool> Store::HasBlob(std::string_view digest) {
 absl::Status Store::PutCompileResult(std::string_view key, const CompileResult& result) {
   absl::MutexLock lock(&mu_);
   // One transaction: a reader never sees a compile result whose artifact row is missing.
-  if (absl::Status status = Exec(db_, "BEGIN IMMEDIATE"); !status.ok()) return status;
-  absl::Status status = InsertCompileResult(db_, key, result);
-  if (!status.ok()) {
-    Exec(db_, "ROLLBACK").IgnoreError();  // the first error is the one worth reporting
-    return status;
-  }
-  return Exec(db_, "COMMIT");
+  return InTransaction(db_, [&] { return InsertCompileResult(db_, key, result); });
 }
 
 absl::StatusOr<std::optional<CompileResult>> Store::GetCompileResult(std::string_view key) {

@@ -19,6 +19,10 @@ constexpr char kUsage[] =
     "             [--repeat N] [--warmup N]\n"
     "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
+    "  kiln tuning export [--cache DIR]        tuning records as JSON lines\n"
+    "  kiln tuning import FILE [--cache DIR]   adds the records of FILE (JSON lines)\n"
+    "  kiln tuning stats [--cache DIR]\n"
+    "    (--cache: the folder holding kiln.db, as kilnd's --data-dir; default ./var)\n"
     "Results go to stdout, progress and errors to stderr.\n";
 
 struct FlagSpec {
@@ -255,6 +259,27 @@ absl::StatusOr<TargetsArgs> ParseTargetsArgs(const std::vector<std::string>& wor
   return args;
 }
 
+absl::StatusOr<TuningArgs> ParseTuningArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(words, {{"cache"}});
+  if (!parsed.ok()) return parsed.status();
+  std::vector<std::string> positionals = parsed->positionals;
+  if (positionals.empty()) return Invalid("expected export, import FILE or stats");
+  TuningArgs args;
+  args.action = positionals[0];
+  positionals.erase(positionals.begin());
+  if (args.action != "export" && args.action != "import" && args.action != "stats") {
+    return Invalid(absl::StrCat("unknown action '", args.action, "'"));
+  }
+  if (args.action == "import") {
+    if (positionals.size() != 1) return Invalid("import expects one FILE");
+    args.file = positionals[0];
+  } else if (!positionals.empty()) {
+    return Invalid(absl::StrCat("unexpected argument '", positionals[0], "'"));
+  }
+  if (!parsed->Get("cache").empty()) args.cache_dir = parsed->Get("cache");
+  return args;
+}
+
 namespace {
 
 // Parses the words for one command and runs it; 2 for bad usage.
@@ -293,6 +318,7 @@ int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostrea
   if (command == "inspect") return Dispatch(command, rest, &ParseInspectArgs, &Inspect, console);
   if (command == "targets")
     return Dispatch(command, rest, &ParseTargetsArgs, &ListTargets, console);
+  if (command == "tuning") return Dispatch(command, rest, &ParseTuningArgs, &Tuning, console);
   err << "kiln: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

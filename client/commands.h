@@ -71,4 +71,13 @@ struct TargetsArgs {
 // One line per preset: name, tab, canonical form.
 absl::Status ListTargets(const TargetsArgs& args, Console console);
 
+struct TuningArgs {
+  std::string action;               // "export", "import" or "stats"
+  std::string file;                 // import: the JSON lines to read
+  std::string cache_dir = "./var";  // holds kiln.db; kilnd's --data-dir default
+};
+// The tuning database of a local cache: export prints its records as JSON lines, import adds
+// those of a file (all or none) and prints how many, stats prints counts.
+absl::Status Tuning(const TuningArgs& args, Console console);
+
 }  // namespace kiln::client

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
   llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev
-  libsqlite3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libsqlite3-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libonnx-dev libonnx-testdata python3-onnx libdlpack-dev python3-yaml clang-format
   python3-torch python3-torchvision libopenblas-dev
   # Backends other than x86_64: cross toolchains build kiln-runner for aarch64 and riscv64,

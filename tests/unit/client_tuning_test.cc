@@ -1,0 +1,122 @@
+// `kiln tuning`: export, import and stats of a local cache's tuning database, through RunCli.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "client/cli.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Two records as `kiln tuning export` writes them (sorted by workload).
+constexpr char kRecords[] =
+    R"j({"workload":"w:01","target":"triple=x86_64-unknown-linux-gnu;cpu=x86-64",)j"
+    R"j("space_version":1,"bucket":"n=64","compiler_version":"kiln-0.2.0","device":"cpu",)j"
+    R"j("median_ns":120.5,"times_ns":[120.5,130.0],"created_unix":1700000000,)j"
+    R"j("trace_json":{"tile":[8,4]}})j"
+    "\n"
+    R"j({"workload":"w:02","target":"triple=x86_64-unknown-linux-gnu;cpu=x86-64",)j"
+    R"j("space_version":1,"bucket":"","compiler_version":"kiln-0.1.0","device":"cpu",)j"
+    R"j("median_ns":99.0,"times_ns":[],"created_unix":1700000001,"trace_json":[]})j"
+    "\n";
+
+class TuningCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("kiln_tuning_cli_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    cache_ = (dir_ / "cache").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteInput(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Runs `kiln tuning <words> --cache <cache_>`; out_ and err_ hold what it printed.
+  int Tuning(std::vector<std::string> words) {
+    out_.str("");
+    err_.str("");
+    words.insert(words.begin(), "tuning");
+    words.insert(words.end(), {"--cache", cache_});
+    return RunCli(words, out_, err_);
+  }
+
+  std::filesystem::path dir_;
+  std::string cache_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(TuningCliTest, ExportOfAMissingDatabaseIsAnError) {
+  EXPECT_EQ(Tuning({"export"}), 1);
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: no cache database at " + cache_ + "/kiln.db (see --cache DIR)\n");
+  EXPECT_FALSE(std::filesystem::exists(cache_));
+}
+
+TEST_F(TuningCliTest, ExportOfAnEmptyDatabaseIsEmpty) {
+  ASSERT_EQ(Tuning({"import", WriteInput("empty.jsonl", "\n")}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "imported 0 tuning records\n");
+  ASSERT_EQ(Tuning({"export"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "");
+  ASSERT_EQ(Tuning({"stats"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "records\t0\nworkloads\t0\n");
+}
+
+TEST_F(TuningCliTest, ImportThenExport) {
+  const std::string file = WriteInput("records.jsonl", kRecords);
+  ASSERT_EQ(Tuning({"import", file}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "imported 2 tuning records\n");
+  EXPECT_EQ(err_.str(), "");
+  ASSERT_EQ(Tuning({"export"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), kRecords);
+  ASSERT_EQ(Tuning({"import", file}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "imported 0 tuning records\n");
+  ASSERT_EQ(Tuning({"stats"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "records\t2\nworkloads\t2\ncompiler_version\tkiln-0.1.0\t1\n"
+            "compiler_version\tkiln-0.2.0\t1\t(this kiln)\n");
+}
+
+TEST_F(TuningCliTest, BadImportFileNamesTheLineAndImportsNothing) {
+  const std::string file =
+      WriteInput("bad.jsonl", std::string(kRecords) + "\n{\"workload\":\"w:03\"}\n");
+  EXPECT_EQ(Tuning({"import", file}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: " + file + ": line 4: target: missing\n");
+  EXPECT_EQ(out_.str(), "");
+  ASSERT_EQ(Tuning({"export"}), 0) << err_.str();
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(TuningCliTest, MissingImportFileCreatesNoDatabase) {
+  EXPECT_EQ(Tuning({"import", (dir_ / "nosuch.jsonl").string()}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("error: NOT_FOUND: cannot open '"));
+  EXPECT_FALSE(std::filesystem::exists(cache_));
+}
+
+TEST_F(TuningCliTest, UsageErrors) {
+  EXPECT_EQ(Tuning({}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("kiln tuning: expected export, import FILE or stats\nusage:"));
+  EXPECT_EQ(Tuning({"frob"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("kiln tuning: unknown action 'frob'"));
+  EXPECT_EQ(Tuning({"import"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("kiln tuning: import expects one FILE"));
+  EXPECT_EQ(Tuning({"export", "x"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("kiln tuning: unexpected argument 'x'"));
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"--help"}, out, err), 0);
+  EXPECT_THAT(out.str(), HasSubstr("kiln tuning import FILE [--cache DIR]"));
+}
+
+}  // namespace
+}  // namespace kiln::client
