@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
@@ -21,21 +22,38 @@ absl::Status CheckTarget(const ir::Target& target);
 // "host"; INVALID_ARGUMENT when its arch is not one Kiln compiles for.
 absl::StatusOr<ir::Target> HostTarget();
 
+// Where the kernels of a device artifact (host code lowered for a GPU schedule: launches,
+// device memory; kiln/artifact_abi.h) run.
+struct DeviceCode {
+  enum class Kind {
+    kCuda,      // on a CUDA GPU: `ptx` from EmitPtx, launched through the driver
+    kEmulated,  // compiled for the host CPU, one block per call, for an emulated device
+  };
+  Kind kind = Kind::kEmulated;
+  std::string ptx;
+  // The ops the PTX kernels' index-error records name, by op id.
+  std::vector<std::string> error_ops;
+};
+
 // Emits every PrimFunc of `module` and its constants, plus the exported
 // `kiln_abi_version` and `kiln_signature` (returning `signature`), as an optimized object for
 // `target`, and links it: an ELF shared object with ld.lld, or for wasm32 a wasm module with
-// wasm-ld (plus kiln_wasm_env, wasm_module.h). Returns the artifact's bytes.
+// wasm-ld (plus kiln_wasm_env, wasm_module.h). Returns the artifact's bytes. With `device`,
+// the module's host code launches its kernels on a device: for CUDA only the host functions
+// are emitted for `target` (the CPU beside the GPU) and the PTX rides along.
 absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
                                               const std::string& signature,
-                                              const ir::Target& target);
+                                              const ir::Target& target,
+                                              const DeviceCode* device = nullptr);
 
 // The PTX of every kernel of `module` (scheduled for the GPU `target`), from LLVM's NVPTX
-// backend: one `.entry` per kernel, `void name(ptr env, ptr buffers..., i64 scalars...)` as on
-// a CPU (env unused). (nvptx.cc; the host code that launches them is still to come.)
-absl::StatusOr<std::string> EmitPtx(const ir::IRModule& module, const ir::Target& target);
+// backend: one `.entry` per kernel, `void name(ptr env, ptr buffers..., scalars...)` as on
+// a CPU (env unused), and the ops its index-error records name. (nvptx.cc)
+absl::StatusOr<DeviceCode> EmitPtx(const ir::IRModule& module, const ir::Target& target);
 
 // The LLVM IR text of the same module (for `kiln inspect` and tests).
 absl::StatusOr<std::string> EmitLLVMText(const ir::IRModule& module, const std::string& signature,
-                                         const ir::Target& target);
+                                         const ir::Target& target,
+                                         const DeviceCode* device = nullptr);
 
 }  // namespace kiln::codegen

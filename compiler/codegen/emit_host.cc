@@ -31,6 +31,7 @@ llvm::Value* FunctionEmitter::EmitHostIntrinsic(const ExprNode& e) {
   auto expect_args = [&](size_t n) {
     KILN_CHECK_EQ(e.args.size(), n) << "arguments of " << name << " in " << func_.name;
   };
+  if (llvm::Value* device = EmitDeviceIntrinsic(e)) return device;
   if (name == intrinsic::kInputShape || name == intrinsic::kOutputShape) {
     expect_args(2);
     llvm::Value* tensors = name == intrinsic::kInputShape ? inputs_ : outputs_;

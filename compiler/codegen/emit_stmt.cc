@@ -67,6 +67,7 @@ void FunctionEmitter::Emit() {
     env_ = arg++;
     for (const Buffer& buffer : func_.buffers) buffers_[buffer.get()] = arg++;
     for (const PrimExpr& scalar : func_.scalars) vars_[scalar.get()] = arg++;
+    if (state_.emulated_device) block_ = arg++;
   }
   if (func_.body) EmitStmt(func_.body);
   EmitReturn(0);
@@ -154,6 +155,10 @@ void FunctionEmitter::EmitFor(const StmtNode& s) {
   const bool gpu_loop =
       s.for_kind == ir::ForKind::kGpuBlock || s.for_kind == ir::ForKind::kGpuThread;
   if (gpu_loop && state_.gpu) return EmitGpuIndex(s);
+  if (s.for_kind == ir::ForKind::kGpuBlock && state_.emulated_device) {
+    ScopedVar bind(*this, s.var, Convert(block_, DataType::Int(64), s.var->dtype));
+    return EmitStmt(s.body);
+  }
   if (s.for_kind == ir::ForKind::kParallel && !in_parallel_ && !func_.is_host && !state_.gpu) {
     return EmitParallelFor(s);
   }

@@ -49,7 +49,16 @@ struct ModuleState {
   bool gpu = false;
   // GPU: the ops named by index errors, in the order of their ids.
   std::vector<std::string> gpu_error_ops;
+  // Device artifacts: each kernel's launch index (kiln_gpu_kernels order). Emulated: kernels
+  // are compiled for this CPU with a trailing i64 block index, the one block they run.
+  std::map<std::string, int32_t> kernel_index;
+  bool emulated_device = false;
 };
+
+struct DeviceCode;
+// The exports of a device artifact (emit_device.cc): kernel names, error ops, and the PTX or
+// the emulated kernels' thunks.
+void EmitDeviceExports(ModuleState& state, const DeviceCode& device);
 
 // A kernel's buffers never overlap (its parameters are noalias). Saying so with scoped alias
 // metadata keeps that knowledge in outlined parallel bodies, which get the buffers through a
@@ -118,6 +127,13 @@ class FunctionEmitter {
   void EmitGpuIndexError(const ExprNode& e, llvm::Value* index, llvm::Value* size);
   void EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task, llvm::Value* closure);
 
+  // emit_device.cc
+  llvm::Value* EmitDeviceIntrinsic(const ExprNode& e);  // null: not a device intrinsic
+  llvm::Value* EmitLaunch(const ExprNode& e);
+  llvm::Value* EmitCopy(llvm::Value* dst, llvm::Value* src, llvm::Value* bytes, int kind);
+  llvm::Value* CallEnvService(int field, llvm::Type* result, std::vector<llvm::Value*> args);
+  void ReturnOneIf(llvm::Value* failed);
+
   llvm::LLVMContext& ctx() { return fn_->getContext(); }
   // Kernels: tags a load or store of `buffer` with its alias scope.
   void TagAccess(llvm::Instruction* access, const arith::BufferNode* buffer);
@@ -133,6 +149,8 @@ class FunctionEmitter {
   llvm::Value* env_ = nullptr;
   llvm::Value* inputs_ = nullptr;
   llvm::Value* outputs_ = nullptr;
+  // Emulated device kernels: the block this call runs.
+  llvm::Value* block_ = nullptr;
   // Inside an outlined parallel loop body: nested parallel loops run serially.
   bool in_parallel_ = false;
   // Kernels: per buffer (parameter or allocation), its scope and the scopes of all others.

@@ -28,8 +28,9 @@ ModuleState::ModuleState(llvm::Module& module, const ir::IRModule& ir)
                                        {ptr, llvm::StructType::get(ctx, {i32, i32}), i32,
                                         llvm::StructType::get(ctx, {i8, i8, i16}), ptr, ptr, i64},
                                        "DLTensor");
-  // self, alloc, free, shape_error, parallel_for, index_error.
-  env = llvm::StructType::create(ctx, {ptr, ptr, ptr, ptr, ptr, ptr}, "KilnEnv");
+  // self, alloc, free, shape_error, parallel_for, index_error; device_alloc, device_free, copy,
+  // device_constant, launch (ABI 4).
+  env = llvm::StructType::create(ctx, std::vector<llvm::Type*>(11, ptr), "KilnEnv");
 }
 
 namespace {
@@ -38,7 +39,7 @@ namespace {
 // so each stays one function in profiles; env (the caller's KilnEnv) runs parallel loops. Host
 // functions: exported `i32 name(ptr env, ptr inputs, ptr outputs)`.
 llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
-                                const ir::PrimFunc& func) {
+                                const ir::PrimFunc& func, bool emulated_device) {
   llvm::LLVMContext& ctx = module.getContext();
   auto* ptr = llvm::PointerType::getUnqual(ctx);
   llvm::Function* fn;
@@ -50,6 +51,7 @@ llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
   } else {
     std::vector<llvm::Type*> params(func.buffers.size() + 1, ptr);
     for (const PrimExpr& s : func.scalars) params.push_back(RegisterType(ctx, s->dtype));
+    if (emulated_device) params.push_back(llvm::Type::getInt64Ty(ctx));  // the block
     auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
     fn = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, module);
     fn->getArg(0)->setName("env");
@@ -68,14 +70,15 @@ llvm::Function* DeclareFunction(llvm::Module& module, const std::string& name,
 
 // `i32 kiln_abi_version()`, `ptr kiln_signature()`, and `i32 kiln_default_threads()` when the
 // target asks for more than one thread.
-void EmitMetadataFunctions(llvm::Module& module, const std::string& signature, int threads) {
+void EmitMetadataFunctions(llvm::Module& module, const std::string& signature, int threads,
+                           bool device) {
   llvm::LLVMContext& ctx = module.getContext();
   llvm::IRBuilder<> b(ctx);
   auto* version =
       llvm::Function::Create(llvm::FunctionType::get(b.getInt32Ty(), false),
                              llvm::GlobalValue::ExternalLinkage, KILN_SYMBOL_ABI_VERSION, module);
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", version));
-  b.CreateRet(b.getInt32(KILN_ABI_VERSION));
+  b.CreateRet(b.getInt32(device ? KILN_ABI_VERSION : KILN_ABI_VERSION_CPU));
 
   auto* text = llvm::ConstantDataArray::getString(ctx, signature, /*AddNull=*/true);
   auto* global =
@@ -123,9 +126,12 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
                                                           const ir::IRModule& ir,
                                                           const std::string& signature,
                                                           llvm::TargetMachine& machine,
-                                                          const ir::Target& target) {
-  for (const char* reserved : {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE,
-                               KILN_SYMBOL_DEFAULT_THREADS, "kiln_wasm_env"}) {
+                                                          const ir::Target& target,
+                                                          const DeviceCode* device) {
+  for (const char* reserved :
+       {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE, KILN_SYMBOL_DEFAULT_THREADS,
+        "kiln_wasm_env", KILN_SYMBOL_GPU_KERNELS, KILN_SYMBOL_GPU_ERROR_OPS, KILN_SYMBOL_GPU_PTX,
+        KILN_SYMBOL_GPU_EMULATED_KERNELS}) {
     if (ir.prim_funcs.count(reserved)) {
       return absl::InternalError(std::string("a PrimFunc is named ") + reserved +
                                  ", which the artifact ABI reserves");
@@ -138,16 +144,27 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx
   // A wasm module is linked whole, never loaded at an unknown address.
   if (!wasm) module->setPICLevel(llvm::PICLevel::BigPIC);
   ModuleState state(*module, ir);
+  state.emulated_device = device && device->kind == DeviceCode::Kind::kEmulated;
+  // CUDA: the kernels are in the PTX; the host object has only the host functions.
+  auto emitted = [&](const ir::PrimFunc& func) {
+    return func.is_host || !device || state.emulated_device;
+  };
   for (const auto& [name, func] : ir.prim_funcs) {
-    state.functions[name] = DeclareFunction(*module, name, func);
+    if (device && !func.is_host) {
+      state.kernel_index.emplace(name, static_cast<int32_t>(state.kernel_index.size()));
+    }
+    if (emitted(func)) {
+      state.functions[name] = DeclareFunction(*module, name, func, state.emulated_device);
+    }
   }
   for (const auto& [name, func] : ir.prim_funcs) {
-    FunctionEmitter(state, func, state.functions.at(name)).Emit();
+    if (emitted(func)) FunctionEmitter(state, func, state.functions.at(name)).Emit();
   }
-  EmitMetadataFunctions(*module, signature, target.threads);
+  EmitMetadataFunctions(*module, signature, target.threads, device != nullptr);
+  if (device) EmitDeviceExports(state, *device);
   if (wasm) EmitWasmEnv(*module);
   for (const auto& [name, func] : ir.prim_funcs) {
-    if (!func.is_host) AllowMultiplyAddContraction(*state.functions.at(name));
+    if (!func.is_host && emitted(func)) AllowMultiplyAddContraction(*state.functions.at(name));
   }
   for (llvm::Function& fn : *module) {
     if (fn.isDeclaration()) continue;
@@ -174,10 +191,12 @@ struct OptimizedModule {
 };
 
 absl::StatusOr<OptimizedModule> Optimize(llvm::LLVMContext& ctx, const ir::IRModule& ir,
-                                         const std::string& signature, const ir::Target& target) {
+                                         const std::string& signature, const ir::Target& target,
+                                         const DeviceCode* device) {
   OptimizedModule result;
   KILN_ASSIGN_OR_RETURN(result.machine, CreateTargetMachine(target));
-  KILN_ASSIGN_OR_RETURN(result.module, BuildModule(ctx, ir, signature, *result.machine, target));
+  KILN_ASSIGN_OR_RETURN(result.module,
+                        BuildModule(ctx, ir, signature, *result.machine, target, device));
   OptimizeModule(*result.module, *result.machine);
   return result;
 }
@@ -191,7 +210,7 @@ absl::Status CheckDiagnostics(const std::string& errors) {
 
 absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
                                               const std::string& signature,
-                                              const ir::Target& target) {
+                                              const ir::Target& target, const DeviceCode* device) {
   llvm::Triple triple(target.triple);
   if (!triple.isOSBinFormatELF() && !triple.isOSBinFormatWasm()) {
     return absl::UnimplementedError("target " + target.preset + " (" + target.triple +
@@ -200,7 +219,8 @@ absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
   llvm::LLVMContext ctx;
   std::string errors;
   CollectDiagnostics(ctx, &errors);
-  KILN_ASSIGN_OR_RETURN(OptimizedModule optimized, Optimize(ctx, module, signature, target));
+  KILN_ASSIGN_OR_RETURN(OptimizedModule optimized,
+                        Optimize(ctx, module, signature, target, device));
   KILN_ASSIGN_OR_RETURN(std::string object, EmitObjectFile(*optimized.module, *optimized.machine));
   KILN_RETURN_IF_ERROR(CheckDiagnostics(errors));
   if (triple.isOSBinFormatWasm()) return LinkWasmModule(object);
@@ -208,11 +228,12 @@ absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
 }
 
 absl::StatusOr<std::string> EmitLLVMText(const ir::IRModule& module, const std::string& signature,
-                                         const ir::Target& target) {
+                                         const ir::Target& target, const DeviceCode* device) {
   llvm::LLVMContext ctx;
   std::string errors;
   CollectDiagnostics(ctx, &errors);
-  KILN_ASSIGN_OR_RETURN(OptimizedModule optimized, Optimize(ctx, module, signature, target));
+  KILN_ASSIGN_OR_RETURN(OptimizedModule optimized,
+                        Optimize(ctx, module, signature, target, device));
   KILN_RETURN_IF_ERROR(CheckDiagnostics(errors));
   std::string text;
   llvm::raw_string_ostream stream(text);

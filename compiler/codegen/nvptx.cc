@@ -34,7 +34,7 @@ llvm::Function* DeclareKernel(llvm::Module& module, const std::string& name,
 
 }  // namespace
 
-absl::StatusOr<std::string> EmitPtx(const ir::IRModule& ir, const ir::Target& target) {
+absl::StatusOr<DeviceCode> EmitPtx(const ir::IRModule& ir, const ir::Target& target) {
   KILN_CHECK(target.IsGpu()) << "EmitPtx for " << target.preset;
   llvm::LLVMContext ctx;
   std::string errors;
@@ -62,9 +62,12 @@ absl::StatusOr<std::string> EmitPtx(const ir::IRModule& ir, const ir::Target& ta
     return absl::InternalError("LLVM verifier rejected the GPU module: " + stream.str());
   }
   OptimizeModule(module, *machine);
-  KILN_ASSIGN_OR_RETURN(std::string ptx, EmitAssembly(module, *machine));
+  DeviceCode device;
+  device.kind = DeviceCode::Kind::kCuda;
+  KILN_ASSIGN_OR_RETURN(device.ptx, EmitAssembly(module, *machine));
   if (!errors.empty()) return absl::InternalError("LLVM reported errors: " + errors);
-  return ptx;
+  device.error_ops = state.gpu_error_ops;
+  return device;
 }
 
 }  // namespace kiln::codegen

@@ -62,20 +62,43 @@ absl::StatusOr<std::string> CompilePtx(std::string_view onnx_bytes, const ir::Ta
   context.target = target;
   context.dim_bounds = options.dim_bounds;
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), nullptr, "", context));
-  return codegen::EmitPtx(module, target);
+  KILN_ASSIGN_OR_RETURN(codegen::DeviceCode device, codegen::EmitPtx(module, target));
+  return device.ptx;
 }
+
+namespace {
+
+// The artifact of a lowered module: for a GPU its host code for the server beside the GPU
+// (x86_64) with the kernels' PTX; for a CPU target scheduled as a GPU, the same host code
+// with the kernels compiled for the CPU, for an emulated device; else a CPU artifact.
+absl::StatusOr<std::string> BuildArtifact(const ir::IRModule& module, const std::string& signature,
+                                          const ir::Target& target,
+                                          const ir::PassContext& context) {
+  if (target.IsGpu()) {
+    KILN_ASSIGN_OR_RETURN(codegen::DeviceCode device, codegen::EmitPtx(module, target));
+    KILN_ASSIGN_OR_RETURN(ir::Target host, ir::ParseTarget("x86_64"));
+    return codegen::BuildSharedObject(module, signature, host, &device);
+  }
+  if (context.schedule_target && context.schedule_target->IsGpu()) {
+    codegen::DeviceCode emulated;
+    return codegen::BuildSharedObject(module, signature, target, &emulated);
+  }
+  return codegen::BuildSharedObject(module, signature, target);
+}
+
+std::string DeviceName(const ir::Target& target, const ir::PassContext& context) {
+  if (target.IsGpu()) return "cuda";
+  if (context.schedule_target && context.schedule_target->IsGpu()) return "emulated";
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Target& target,
                                       const CompileOptions& options, const EventSink& events) {
   using Kind = CompileEvent::Kind;
   // Before anything is compiled: LLVM would only warn about an unknown cpu or feature.
   KILN_RETURN_IF_ERROR(codegen::CheckTarget(target));
-  if (target.IsGpu()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "target ", target.preset,
-        ": CUDA artifacts are not built yet; the kernels compile to "
-        "PTX (kiln inspect --after ptx), the host code that launches them is still to come"));
-  }
   Report(events, Kind::kStage, "import", absl::StrCat("importing ", onnx_bytes.size(), " bytes"));
   KILN_ASSIGN_OR_RETURN(ir::IRModule module, ImportModel(onnx_bytes));
   // The signature and manifest describe the model as imported: names, dtypes, symbolic dims.
@@ -92,14 +115,14 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   Report(events, Kind::kStage, "codegen",
          absl::StrCat("LLVM for ", target.triple, " (", target.cpu, ")"));
   std::string signature = SignatureText(main);
-  KILN_ASSIGN_OR_RETURN(std::string so, codegen::BuildSharedObject(module, signature, target));
+  KILN_ASSIGN_OR_RETURN(std::string so, BuildArtifact(module, signature, target, context));
   Artifact artifact;
   artifact.target = target.Canonical();
   artifact.file_name = target.artifact_file;
   artifact.manifest_json =
       ManifestJson(main, target,
                    {target.artifact_file, cache::Sha256Digest(so), options.Canonical(),
-                    context.workspace_bytes, context.no_reuse_bytes});
+                    context.workspace_bytes, context.no_reuse_bytes, DeviceName(target, context)});
   artifact.bytes = std::move(so);
   Report(events, Kind::kInfo, "done", absl::StrCat(artifact.bytes.size(), " bytes"));
   return artifact;

@@ -143,7 +143,10 @@ static std::string JsonSize(const arith::PrimExpr& bytes) {
 
 std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info) {
-  return absl::StrCat("{\n  \"format\": \"kiln-artifact\",\n  \"abi_version\": ", KILN_ABI_VERSION,
+  std::string device =
+      info.device.empty() ? "" : absl::StrCat(",\n  \"device\": ", JsonString(info.device));
+  return absl::StrCat("{\n  \"format\": \"kiln-artifact\",\n  \"abi_version\": ",
+                      info.device.empty() ? KILN_ABI_VERSION_CPU : KILN_ABI_VERSION, device,
                       ",\n  \"artifact\": ", JsonString(info.artifact_file),
                       ",\n  \"artifact_sha256\": ", JsonString(info.artifact_sha256),
                       ",\n  \"target\": ", JsonString(target.preset),

@@ -18,6 +18,8 @@ struct ManifestInfo {
   std::string options;          // canonical compile options
   // Memory planning's workspace per run and the no-reuse size, in the inputs' symbolic dims.
   arith::PrimExpr workspace_bytes, no_reuse_bytes;
+  // "cuda" or "emulated" for a device artifact (ABI version 4), else empty.
+  std::string device;
 };
 std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info);

@@ -91,6 +91,24 @@ inline constexpr char kFree[] = "kiln.free";                        // (handle) 
 // (handle, i) -> element i of the array at handle, whose element type is the call's dtype.
 inline constexpr char kReadElement[] = "kiln.read_element";
 inline constexpr char kOffset[] = "kiln.offset";  // (handle, bytes) -> handle `bytes` further on
+// Device artifacts (a GPU target's host code, kiln/artifact_abi.h): kernels read and write
+// device memory, so everything they touch is copied there, and the host reads their results
+// back one element at a time. Each maps to a KilnEnv device service.
+inline constexpr char kDeviceAlloc[] = "kiln.device_alloc";        // (bytes) -> handle
+inline constexpr char kDeviceFree[] = "kiln.device_free";          // (handle) -> i32
+inline constexpr char kDeviceConstant[] = "kiln.device_constant";  // (k) -> device copy
+// (dst, src, bytes, kind) -> i32, kind as KILN_COPY_* (host to device 0, back 1, device 2).
+inline constexpr char kCopy[] = "kiln.copy";
+inline constexpr int kCopyToDevice = 0;
+inline constexpr int kCopyToHost = 1;
+inline constexpr int kCopyOnDevice = 2;
+// (handle, i) -> element i of the device array at handle (element type: the call's dtype).
+inline constexpr char kReadDeviceElement[] = "kiln.read_device_element";
+// (handle, value) -> i32: stores `value` (its own dtype) as element 0 of the device array.
+inline constexpr char kWriteDeviceElement[] = "kiln.write_device_element";
+// (blocks, threads, kernel(args...)) -> i32: runs the kernel call on `blocks` blocks (none when
+// blocks <= 0) of `threads` threads; the call is not evaluated on the host.
+inline constexpr char kLaunch[] = "kiln.launch";
 // Reports a shape mismatch through KilnEnv::shape_error: (kind, index, dim, expected,
 // actual) -> i32, kind as KILN_SHAPE_ERROR_* in kiln/artifact_abi.h. Used as an Assert's
 // on_fail.

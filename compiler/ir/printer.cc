@@ -22,7 +22,8 @@ DataType DefaultCallType(const std::string& name, const std::vector<PrimExpr>& a
     return DataType::Int();
   }
   if (name == intrinsic::kInputData || name == intrinsic::kOutputData ||
-      name == intrinsic::kConstant || name == intrinsic::kAlloc) {
+      name == intrinsic::kConstant || name == intrinsic::kAlloc ||
+      name == intrinsic::kDeviceAlloc || name == intrinsic::kDeviceConstant) {
     return DataType::Handle();
   }
   if (name.rfind("kiln.", 0) != 0 && !args.empty() && args[0]->dtype.is_float()) {

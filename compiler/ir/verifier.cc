@@ -401,7 +401,13 @@ void Verifier::PrimCall(const arith::ExprNode& call) {
   }
   if (check_index && prim_func_->is_host) Error(call.name + " outside a kernel");
   if (check_index && call.args.size() != 5) Error(call.name + " takes 5 arguments");
-  if (call.name == intrinsic::kConstant) {
+  if (call.name == intrinsic::kLaunch &&
+      (call.args.size() != 3 || !call.args[2] || call.args[2]->kind != ExprKind::kCall ||
+       !module_.prim_funcs.count(call.args[2]->name) ||
+       module_.prim_funcs.at(call.args[2]->name).is_host)) {
+    Error(call.name + " takes (blocks, threads, a call to a kernel)");
+  }
+  if (call.name == intrinsic::kConstant || call.name == intrinsic::kDeviceConstant) {
     const PrimExpr* k = call.args.size() == 1 ? &call.args[0] : nullptr;
     if (!k || !*k || (*k)->kind != ExprKind::kIntImm || (*k)->int_value < 0 ||
         (*k)->int_value >= static_cast<int64_t>(module_.constants.size())) {

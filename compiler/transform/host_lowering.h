@@ -74,7 +74,10 @@ struct TensorShape {
 class HostLowering {
  public:
   HostLowering(ir::IRModule& module, const ir::Function& func, ir::PassContext& context)
-      : module_(module), func_(func), context_(context) {
+      : module_(module),
+        func_(func),
+        context_(context),
+        device_(context.schedule_target.value_or(context.target).IsGpu()) {
     if (func.result->kind == ir::ExprKind::kTuple) {
       outputs_ = func.result->args;
     } else {
@@ -200,6 +203,20 @@ class HostLowering {
 
   absl::Status EmitKernelCall(HostProgram& p, const ir::Binding& b);
 
+  // ---- Device artifacts (kernels scheduled for a GPU): kernels see only device memory. Every
+  // input gets a device copy and every result, outputs too, lives in the (device) workspace;
+  // outputs are copied back at the end. The host reads kernels' results (counts, conditions)
+  // element by element from the device, and runs each kernel call as a launch.
+  void CopyInputsToDevice(HostProgram& p);
+  void CopyOutputsToHost(HostProgram& p, size_t end);
+
+  // The kernel call `call` as a statement: the call itself, or for a device its launch over
+  // the blocks and threads of its gpu_block and gpu_thread loops.
+  Stmt RunKernel(PrimExpr call) const;
+
+  // Element `k` (of type `dtype`) of a kernel's result at `data`.
+  PrimExpr ReadResultElement(DataType dtype, PrimExpr data, int64_t k) const;
+
   // Where each result of binding `b` (each field of a tuple) goes: straight into a graph
   // output, or a new intermediate in the workspace, its handle Let in the top-level program
   // (a body's intermediates too, so that the planner places them all).
@@ -256,7 +273,7 @@ class HostLowering {
   Stmt StoreScalar(PrimExpr dst, DataType dtype, PrimExpr value);
 
   // Whether the bool scalar at `data` is true.
-  static PrimExpr IsTrue(PrimExpr data);
+  PrimExpr IsTrue(PrimExpr data) const;
 
   static PrimExpr Offset(PrimExpr data, PrimExpr bytes);
 
@@ -346,6 +363,7 @@ class HostLowering {
   // The control-flow bindings whose bodies are being lowered, innermost last.
   std::vector<const ir::Binding*> body_of_;
   bool shape_only_ = false;  // kiln_infer_shapes: no output data, stop at the last count
+  const bool device_;        // the kernels run on a device (a GPU, or one emulated on the CPU)
   // Vars that bodies bind from values they compute, per iteration (BindBodyValues).
   std::set<const arith::ExprNode*> body_vars_;
 };

@@ -1,5 +1,6 @@
 #include "compiler/transform/lower_host.h"
 
+#include "compiler/ir/stmt_functor.h"
 #include "compiler/transform/host_lowering.h"
 
 namespace kiln::transform {
@@ -259,7 +260,7 @@ absl::StatusOr<Stmt> HostLowering::InferShapes() {
   BindAndCheckInputs(p);
   if (OutputShapesUseRunTimeVars()) {
     RequireInputData(p);
-    BindInputData(p);
+    if (!device_) BindInputData(p);
     shape_only_ = true;
     KILN_RETURN_IF_ERROR(EmitBindings(p));
     shape_only_ = false;
@@ -326,11 +327,13 @@ absl::StatusOr<Stmt> HostLowering::RunBody() {
       p.Emit(CheckDim(intrinsic::kShapeErrorOutput, i, d, dims[d], actual));
     }
   }
-  BindInputData(p);
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    PrimExpr h = arith::MakeVar(absl::StrCat(outputs_[i]->name, "_data"), DataType::Handle());
-    p.Let(h, HostCall(DataType::Handle(), intrinsic::kOutputData, {I32(i)}));
-    output_handles_[outputs_[i].get()] = h;
+  if (!device_) {
+    BindInputData(p);
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      PrimExpr h = arith::MakeVar(absl::StrCat(outputs_[i]->name, "_data"), DataType::Handle());
+      p.Let(h, HostCall(DataType::Handle(), intrinsic::kOutputData, {I32(i)}));
+      output_handles_[outputs_[i].get()] = h;
+    }
   }
   KILN_RETURN_IF_ERROR(EmitBindings(p));
   return p.Finish();
@@ -353,6 +356,8 @@ absl::Status HostLowering::EmitBindings(HostProgram& p) {
       output_fields_[{value.args[0].get(), value.index}] = out->second;
     }
   }
+  binding_index_ = 0;
+  if (device_) CopyInputsToDevice(p);
   size_t end = bindings.size();
   if (shape_only_) {
     while (end > 0 && !IsRunTimeBinding(*bindings[end - 1]) &&
@@ -383,6 +388,7 @@ absl::Status HostLowering::EmitBindings(HostProgram& p) {
           "binding %", b.var->name, " is not a kernel call; only kernel calls are compiled yet"));
     }
   }
+  if (device_ && !shape_only_) CopyOutputsToHost(p, bindings.size());
   PlaceInWorkspaces(p);
   return absl::OkStatus();
 }
@@ -397,8 +403,7 @@ void HostLowering::BindRunTimeValues(HostProgram& p, const ir::Binding& b) {
   PrimExpr data = DataHandle(tensor);
   const auto& vars = *b.var->struct_info.shape;
   for (size_t k = 0; k < vars.size(); ++k) {
-    PrimExpr element = HostCall(tensor->struct_info.dtype, intrinsic::kReadElement,
-                                {data, arith::IntImm(static_cast<int64_t>(k))});
+    PrimExpr element = ReadResultElement(tensor->struct_info.dtype, data, k);
     p.Let(vars[k], arith::Cast(DataType::Int(), element));
     segment_of_var_[vars[k].get()] = segments_.size();
   }
@@ -471,14 +476,16 @@ MemoryPlan HostLowering::PlaceInWorkspace(HostProgram& p, size_t segment) {
     p.DropLet(workspace_let);
     return plan;
   }
-  p.SetLetValue(workspace_let,
-                HostCall(DataType::Handle(), intrinsic::kAlloc, {plan.workspace_bytes}));
+  p.SetLetValue(workspace_let, HostCall(DataType::Handle(),
+                                        device_ ? intrinsic::kDeviceAlloc : intrinsic::kAlloc,
+                                        {plan.workspace_bytes}));
   for (size_t k = 0; k < placed.size(); ++k) {
     PrimExpr offset = plan.token_offset[plan.token_of[k]];
     p.SetLetValue(placed[k]->let_item,
                   HostCall(DataType::Handle(), intrinsic::kOffset, {workspace, offset}));
   }
-  p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kFree, {workspace})));
+  p.Emit(ir::Evaluate(HostCall(DataType::Int(32),
+                               device_ ? intrinsic::kDeviceFree : intrinsic::kFree, {workspace})));
   return plan;
 }
 
@@ -486,8 +493,57 @@ absl::Status HostLowering::EmitKernelCall(HostProgram& p, const ir::Binding& b) 
   KILN_ASSIGN_OR_RETURN(std::vector<size_t> storages, ResultStorages(b));
   AssignStorages(b.var.get(), storages);
   KILN_ASSIGN_OR_RETURN(PrimExpr kernel_call, KernelCall(*b.value, storages));
-  p.Emit(ir::Evaluate(kernel_call));
+  p.Emit(RunKernel(kernel_call));
   return absl::OkStatus();
+}
+
+void HostLowering::CopyInputsToDevice(HostProgram& p) {
+  for (size_t i = 0; i < func_.params.size(); ++i) {
+    const ir::Expr& param = func_.params[i];
+    PrimExpr bytes = ByteSize(param->struct_info);
+    size_t s = AddIntermediate(param->name, bytes);
+    AssignStorages(param.get(), {s});
+    PrimExpr host = HostCall(DataType::Handle(), intrinsic::kInputData, {I32(i)});
+    p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kCopy,
+                                 {storages_[s].handle, host, bytes, I32(intrinsic::kCopyToDevice)})));
+  }
+}
+
+void HostLowering::CopyOutputsToHost(HostProgram& p, size_t end) {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    // Live until the copy, after the last binding.
+    auto it = storage_of_.find(outputs_[i].get());
+    if (it != storage_of_.end()) {
+      for (size_t s : it->second) storages_[s].last_use = std::max(storages_[s].last_use, end);
+    }
+    PrimExpr host = HostCall(DataType::Handle(), intrinsic::kOutputData, {I32(i)});
+    PrimExpr bytes = ByteSize(outputs_[i]->struct_info);
+    p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kCopy,
+                                 {host, DataHandle(outputs_[i]), bytes, I32(intrinsic::kCopyToHost)})));
+  }
+}
+
+// A kernel scheduled for a GPU is one gpu_block loop with a gpu_thread loop of constant
+// extent inside (the verifier's rules); the launch covers exactly their iterations. Its
+// extents are in the kernel's scalars, which are the graph's own vars, bound in host code.
+Stmt HostLowering::RunKernel(PrimExpr call) const {
+  if (!device_) return ir::Evaluate(std::move(call));
+  const ir::PrimFunc& kernel = module_.prim_funcs.at(call->name);
+  PrimExpr blocks, threads;
+  ir::VisitStmts(kernel.body, [&](const ir::StmtNode& s) {
+    if (s.kind != ir::StmtKind::kFor) return;
+    if (s.for_kind == ir::ForKind::kGpuBlock && !blocks) blocks = s.extent;
+    if (s.for_kind == ir::ForKind::kGpuThread && !threads) threads = s.extent;
+  });
+  KILN_CHECK(blocks && threads && threads->kind == ExprKind::kIntImm)
+      << "kernel " << call->name << " is not scheduled for a GPU";
+  return ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kLaunch,
+                               {blocks, I32(threads->int_value), std::move(call)}));
+}
+
+PrimExpr HostLowering::ReadResultElement(DataType dtype, PrimExpr data, int64_t k) const {
+  return HostCall(dtype, device_ ? intrinsic::kReadDeviceElement : intrinsic::kReadElement,
+                  {std::move(data), arith::IntImm(k)});
 }
 
 absl::StatusOr<std::vector<size_t>> HostLowering::ResultStorages(const ir::Binding& b) {
@@ -625,7 +681,8 @@ PrimExpr HostLowering::DataHandle(const ir::Expr& value) {
   if (value->kind == ir::ExprKind::kConstant) {
     auto [it, inserted] = constant_index_.try_emplace(value->data.get(), module_.constants.size());
     if (inserted) module_.constants.push_back(value->data);
-    return HostCall(DataType::Handle(), intrinsic::kConstant, {I32(it->second)});
+    return HostCall(DataType::Handle(), device_ ? intrinsic::kDeviceConstant : intrinsic::kConstant,
+                    {I32(it->second)});
   }
   auto it = storage_of_.find(value.get());
   KILN_CHECK(it != storage_of_.end()) << "value used before it is defined: " << value->name;

@@ -89,8 +89,7 @@ void HostLowering::BindBodyValues(HostProgram& q, const ir::Binding& b) {
   const auto& vars = *b.var->struct_info.shape;
   for (size_t k = 0; k < vars.size(); ++k) {
     KILN_CHECK(vars[k]->kind == ExprKind::kVar) << "tensor_to_shape binds " << vars[k];
-    PrimExpr element = HostCall(tensor->struct_info.dtype, intrinsic::kReadElement,
-                                {data, arith::IntImm(static_cast<int64_t>(k))});
+    PrimExpr element = ReadResultElement(tensor->struct_info.dtype, data, k);
     q.Let(vars[k], arith::Cast(DataType::Int(), element));
     body_vars_.insert(vars[k].get());
   }
@@ -186,6 +185,10 @@ absl::Status HostLowering::CheckCarried(const ir::Binding& b, const ir::Expr& pa
 }
 
 Stmt HostLowering::Copy(PrimExpr dst, PrimExpr src, PrimExpr bytes) {
+  if (device_) {
+    return ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kCopy,
+                                 {dst, src, bytes, I32(intrinsic::kCopyOnDevice)}));
+  }
   static const char kName[] = "host_copy_bytes";
   if (!module_.prim_funcs.count(kName)) {
     PrimExpr n = arith::MakeVar("n"), i = arith::MakeVar("i");
@@ -203,6 +206,10 @@ Stmt HostLowering::Copy(PrimExpr dst, PrimExpr src, PrimExpr bytes) {
 }
 
 Stmt HostLowering::StoreScalar(PrimExpr dst, DataType dtype, PrimExpr value) {
+  if (device_) {
+    return ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kWriteDeviceElement,
+                                 {dst, arith::Cast(dtype, value)}));
+  }
   std::string name = dtype == DataType::Int(64) ? "host_store_i64" : "host_store_u8";
   if (!module_.prim_funcs.count(name)) {
     PrimExpr v = arith::MakeVar("v");
@@ -217,8 +224,8 @@ Stmt HostLowering::StoreScalar(PrimExpr dst, DataType dtype, PrimExpr value) {
   return ir::Evaluate(arith::Call(DataType::Int(32), name, {dst, std::move(value)}));
 }
 
-PrimExpr HostLowering::IsTrue(PrimExpr data) {
-  PrimExpr byte = HostCall(DataType::UInt(8), intrinsic::kReadElement, {data, arith::IntImm(0)});
+PrimExpr HostLowering::IsTrue(PrimExpr data) const {
+  PrimExpr byte = ReadResultElement(DataType::UInt(8), data, 0);
   return arith::Binary(ExprKind::kNE, byte, arith::IntImm(0, DataType::UInt(8)));
 }
 
@@ -382,8 +389,7 @@ absl::Status HostLowering::EmitLoop(HostProgram& p, const ir::Binding& b) {
   UpdateCarried(q, b, next, state, state_bytes);
   if (counts)
     q.Emit(StoreScalar(storages_[out.back()].handle, DataType::Int(64), i + arith::IntImm(1)));
-  PrimExpr trips = HostCall(DataType::Int(64), intrinsic::kReadElement,
-                            {DataHandle(node.args[0]), arith::IntImm(0)});
+  PrimExpr trips = ReadResultElement(DataType::Int(64), DataHandle(node.args[0]), 0);
   Stmt step = ir::IfThenElse(IsTrue(storages_[cond].handle), q.Finish());
   p.Emit(ir::For(i, arith::IntImm(0), trips, ir::ForKind::kSerial, step));
   return absl::OkStatus();

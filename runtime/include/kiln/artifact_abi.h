@@ -124,7 +124,7 @@ typedef int32_t (*KilnDefaultThreadsFn)(void);
  *     loads such an artifact); or
  *   const KilnEmulatedKernelFn* kiln_gpu_emulated_kernels(void): the same kernels compiled
  *     for this CPU, in launch-index order, for an emulated device (tests; `--schedule-as` a
- *     GPU target). fn(args, block) runs block `block` (its threads one after another) with
+ *     GPU target), then NULL. fn(args, block) runs block `block` (its threads one after another) with
  *     args as for KilnEnv.launch. Index errors go through KilnEnv.index_error, as on a CPU.
  * A GPU kernel cannot call the host; the first thread to read an index out of range writes
  * the device global `kiln_gpu_index_error`, int64_t[6] {claimed (0 or 1), input, dim, op id,
