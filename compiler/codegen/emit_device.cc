@@ -54,8 +54,7 @@ llvm::Value* FunctionEmitter::EmitDeviceIntrinsic(const ExprNode& e) {
   auto arg = [&](size_t i, DataType dtype) { return EmitExprAs(e.args[i], dtype); };
   const llvm::DataLayout& layout = state_.module.getDataLayout();
   if (name == intrinsic::kDeviceAlloc) {
-    llvm::Value* ptr =
-        CallEnvService(kDeviceAllocFn, b_.getPtrTy(), {arg(0, DataType::Int(64))});
+    llvm::Value* ptr = CallEnvService(kDeviceAllocFn, b_.getPtrTy(), {arg(0, DataType::Int(64))});
     ReturnOneIf(b_.CreateIsNull(ptr));
     return ptr;
   }
@@ -65,10 +64,9 @@ llvm::Value* FunctionEmitter::EmitDeviceIntrinsic(const ExprNode& e) {
   }
   if (name == intrinsic::kDeviceConstant) {
     const ir::NDArray& array = *state_.ir.constants.at(e.args[0]->int_value);
-    llvm::Value* ptr = CallEnvService(
-        kDeviceConstantFn, b_.getPtrTy(),
-        {arg(0, DataType::Int(32)), ConstantAddress(e.args[0]),
-         b_.getInt64(static_cast<int64_t>(array.bytes.size()))});
+    llvm::Value* ptr = CallEnvService(kDeviceConstantFn, b_.getPtrTy(),
+                                      {arg(0, DataType::Int(32)), ConstantAddress(e.args[0]),
+                                       b_.getInt64(static_cast<int64_t>(array.bytes.size()))});
     ReturnOneIf(b_.CreateIsNull(ptr));
     return ptr;
   }
@@ -79,11 +77,10 @@ llvm::Value* FunctionEmitter::EmitDeviceIntrinsic(const ExprNode& e) {
   }
   if (name == intrinsic::kReadDeviceElement) {
     llvm::Type* type = MemoryType(ctx(), e.dtype);
-    llvm::Value* address = b_.CreateInBoundsGEP(type, arg(0, DataType::Handle()),
-                                                arg(1, DataType::Int(64)));
+    llvm::Value* address =
+        b_.CreateInBoundsGEP(type, arg(0, DataType::Handle()), arg(1, DataType::Int(64)));
     llvm::Value* slot = CreateEntryAlloca(type, 1, "element");
-    EmitCopy(slot, address, b_.getInt64(layout.getTypeStoreSize(type)),
-             intrinsic::kCopyToHost);
+    EmitCopy(slot, address, b_.getInt64(layout.getTypeStoreSize(type)), intrinsic::kCopyToHost);
     return b_.CreateLoad(type, slot);
   }
   if (name == intrinsic::kWriteDeviceElement) {
@@ -91,8 +88,8 @@ llvm::Value* FunctionEmitter::EmitDeviceIntrinsic(const ExprNode& e) {
     llvm::Type* type = MemoryType(ctx(), dtype);
     llvm::Value* slot = CreateEntryAlloca(type, 1, "element");
     b_.CreateStore(arg(1, dtype), slot);
-    return EmitCopy(arg(0, DataType::Handle()), slot,
-                    b_.getInt64(layout.getTypeStoreSize(type)), intrinsic::kCopyToDevice);
+    return EmitCopy(arg(0, DataType::Handle()), slot, b_.getInt64(layout.getTypeStoreSize(type)),
+                    intrinsic::kCopyToDevice);
   }
   if (name == intrinsic::kLaunch) return EmitLaunch(e);
   return nullptr;
@@ -117,20 +114,18 @@ llvm::Value* FunctionEmitter::EmitLaunch(const ExprNode& e) {
   auto set_param = [&](size_t i, llvm::Value* value, const std::string& name) {
     llvm::Value* slot = CreateEntryAlloca(value->getType(), 1, name);
     b_.CreateStore(value, slot);
-    b_.CreateStore(slot, b_.CreateConstInBoundsGEP2_32(
-                             llvm::ArrayType::get(b_.getPtrTy(), count), params, 0, i));
+    b_.CreateStore(slot, b_.CreateConstInBoundsGEP2_32(llvm::ArrayType::get(b_.getPtrTy(), count),
+                                                       params, 0, i));
   };
   set_param(0, env_, "launch.env");
   for (size_t i = 0; i < call.args.size(); ++i) {
-    DataType dtype = i < kernel.buffers.size()
-                         ? DataType::Handle()
-                         : kernel.scalars[i - kernel.buffers.size()]->dtype;
+    DataType dtype = i < kernel.buffers.size() ? DataType::Handle()
+                                               : kernel.scalars[i - kernel.buffers.size()]->dtype;
     set_param(i + 1, EmitExprAs(call.args[i], dtype), "launch.arg");
   }
-  llvm::Value* status =
-      CallEnvService(kLaunchFn, b_.getInt32Ty(),
-                     {b_.getInt32(index->second), blocks, EmitExprAs(e.args[1], DataType::Int(32)),
-                      params});
+  llvm::Value* status = CallEnvService(
+      kLaunchFn, b_.getInt32Ty(),
+      {b_.getInt32(index->second), blocks, EmitExprAs(e.args[1], DataType::Int(32)), params});
   ReturnOneIf(b_.CreateICmpNE(status, b_.getInt32(0)));
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
@@ -144,9 +139,9 @@ void EmitTextFunction(llvm::Module& module, const char* name, const std::string&
   llvm::LLVMContext& ctx = module.getContext();
   llvm::IRBuilder<> b(ctx);
   auto* data = llvm::ConstantDataArray::getString(ctx, text, /*AddNull=*/true);
-  auto* global = new llvm::GlobalVariable(module, data->getType(), true,
-                                          llvm::GlobalValue::PrivateLinkage, data,
-                                          std::string(name) + ".text");
+  auto* global =
+      new llvm::GlobalVariable(module, data->getType(), true, llvm::GlobalValue::PrivateLinkage,
+                               data, std::string(name) + ".text");
   global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
   auto* fn = llvm::Function::Create(llvm::FunctionType::get(b.getPtrTy(), false),
                                     llvm::GlobalValue::ExternalLinkage, name, module);
@@ -199,13 +194,13 @@ void EmitDeviceExports(ModuleState& state, const DeviceCode& device) {
   llvm::LLVMContext& ctx = module.getContext();
   auto* ptr = llvm::PointerType::getUnqual(ctx);
   std::vector<llvm::Constant*> thunks;
-  for (const std::string& name : names) thunks.push_back(EmitThunk(module, state.functions.at(name)));
+  for (const std::string& name : names)
+    thunks.push_back(EmitThunk(module, state.functions.at(name)));
   thunks.push_back(llvm::ConstantPointerNull::get(ptr));  // the end, checked by the runtime
   auto* table_type = llvm::ArrayType::get(ptr, thunks.size());
-  auto* table = new llvm::GlobalVariable(module, table_type, true,
-                                         llvm::GlobalValue::PrivateLinkage,
-                                         llvm::ConstantArray::get(table_type, thunks),
-                                         "kiln.emulated_kernels");
+  auto* table = new llvm::GlobalVariable(
+      module, table_type, true, llvm::GlobalValue::PrivateLinkage,
+      llvm::ConstantArray::get(table_type, thunks), "kiln.emulated_kernels");
   llvm::IRBuilder<> b(ctx);
   auto* fn = llvm::Function::Create(llvm::FunctionType::get(ptr, false),
                                     llvm::GlobalValue::ExternalLinkage,

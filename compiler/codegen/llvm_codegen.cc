@@ -122,12 +122,9 @@ void AllowMultiplyAddContraction(llvm::Function& kernel) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& ctx,
-                                                          const ir::IRModule& ir,
-                                                          const std::string& signature,
-                                                          llvm::TargetMachine& machine,
-                                                          const ir::Target& target,
-                                                          const DeviceCode* device) {
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(
+    llvm::LLVMContext& ctx, const ir::IRModule& ir, const std::string& signature,
+    llvm::TargetMachine& machine, const ir::Target& target, const DeviceCode* device) {
   for (const char* reserved :
        {KILN_SYMBOL_ABI_VERSION, KILN_SYMBOL_SIGNATURE, KILN_SYMBOL_DEFAULT_THREADS,
         "kiln_wasm_env", KILN_SYMBOL_GPU_KERNELS, KILN_SYMBOL_GPU_ERROR_OPS, KILN_SYMBOL_GPU_PTX,

@@ -255,6 +255,19 @@ int Target::VectorRegisters() const {
   return arch == "x86_64" && vector_bits >= 512 ? 32 : 16;
 }
 
+// CUDA GPUs: Ampere (A100, sm_80) and Hopper (H100, sm_90), PTX ISA 7.8 (CUDA 11.8), which
+// both accept. The artifact is an x86_64 shared object (the server beside the GPU) carrying
+// the kernels' PTX, which the runtime loads through the CUDA driver.
+static std::vector<Target> GpuPresetTargets() {
+  Target sm80{"cuda-sm80", "nvptx64-nvidia-cuda", "sm_80", "+ptx78", 128, "model.so"};
+  sm80.threads_per_block = 256;
+  sm80.shared_memory = 48 * 1024;
+  Target sm90 = sm80;
+  sm90.preset = "cuda-sm90";
+  sm90.cpu = "sm_90";
+  return {sm80, sm90};
+}
+
 std::vector<Target> ListPresetTargets() {
   // x86_64 is the baseline every x86-64 server runs (SSE2); x86_64-v3 is the level of
   // Haswell (2013) and later: AVX2 and FMA, 256-bit vectors; x86_64-v4 adds AVX-512 (Skylake-SP,
@@ -264,7 +277,7 @@ std::vector<Target> ListPresetTargets() {
   // RV64GC with the V extension (RVV 1.0, VLEN >= 128). wasm32 is WebAssembly 1.0 for browsers
   // and Node.js; wasm32-simd adds SIMD128. Features are listed sorted, as in the canonical
   // form.
-  return {
+  std::vector<Target> presets = {
       Target{"x86_64", "x86_64-unknown-linux-gnu", "x86-64", "", 128, "model.so"},
       Target{"x86_64-v3", "x86_64-unknown-linux-gnu", "x86-64-v3", "+avx2,+fma", 256, "model.so"},
       Target{"x86_64-v4", "x86_64-unknown-linux-gnu", "x86-64-v4",
@@ -276,19 +289,8 @@ std::vector<Target> ListPresetTargets() {
       Target{"wasm32", "wasm32-unknown-unknown", "generic", "", 128, "model.wasm"},
       Target{"wasm32-simd", "wasm32-unknown-unknown", "generic", "+simd128", 128, "model.wasm"},
   };
-}
-
-// CUDA GPUs: Ampere (A100, sm_80) and Hopper (H100, sm_90), PTX ISA 7.8 (CUDA 11.8), which
-// both accept. Not listed by ListPresetTargets until their artifacts run: the kernels become
-// PTX (codegen::EmitPtx), the host code that launches them is still to come (issue 5).
-std::vector<Target> GpuPresetTargets() {
-  Target sm80{"cuda-sm80", "nvptx64-nvidia-cuda", "sm_80", "+ptx78", 128, "model.so"};
-  sm80.threads_per_block = 256;
-  sm80.shared_memory = 48 * 1024;
-  Target sm90 = sm80;
-  sm90.preset = "cuda-sm90";
-  sm90.cpu = "sm_90";
-  return {sm80, sm90};
+  for (Target& gpu : GpuPresetTargets()) presets.push_back(std::move(gpu));
+  return presets;
 }
 
 absl::StatusOr<Target> ParseTarget(std::string_view text) {
@@ -297,9 +299,6 @@ absl::StatusOr<Target> ParseTarget(std::string_view text) {
   for (const Target& t : ListPresetTargets()) {
     if (t.preset == text) return t;
     names.push_back(t.preset);
-  }
-  for (const Target& t : GpuPresetTargets()) {
-    if (t.preset == text) return t;
   }
   if (text == "host") {
     return absl::InvalidArgumentError(

@@ -476,9 +476,9 @@ MemoryPlan HostLowering::PlaceInWorkspace(HostProgram& p, size_t segment) {
     p.DropLet(workspace_let);
     return plan;
   }
-  p.SetLetValue(workspace_let, HostCall(DataType::Handle(),
-                                        device_ ? intrinsic::kDeviceAlloc : intrinsic::kAlloc,
-                                        {plan.workspace_bytes}));
+  p.SetLetValue(workspace_let,
+                HostCall(DataType::Handle(), device_ ? intrinsic::kDeviceAlloc : intrinsic::kAlloc,
+                         {plan.workspace_bytes}));
   for (size_t k = 0; k < placed.size(); ++k) {
     PrimExpr offset = plan.token_offset[plan.token_of[k]];
     p.SetLetValue(placed[k]->let_item,
@@ -504,8 +504,9 @@ void HostLowering::CopyInputsToDevice(HostProgram& p) {
     size_t s = AddIntermediate(param->name, bytes);
     AssignStorages(param.get(), {s});
     PrimExpr host = HostCall(DataType::Handle(), intrinsic::kInputData, {I32(i)});
-    p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kCopy,
-                                 {storages_[s].handle, host, bytes, I32(intrinsic::kCopyToDevice)})));
+    p.Emit(
+        ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kCopy,
+                              {storages_[s].handle, host, bytes, I32(intrinsic::kCopyToDevice)})));
   }
 }
 
@@ -518,8 +519,9 @@ void HostLowering::CopyOutputsToHost(HostProgram& p, size_t end) {
     }
     PrimExpr host = HostCall(DataType::Handle(), intrinsic::kOutputData, {I32(i)});
     PrimExpr bytes = ByteSize(outputs_[i]->struct_info);
-    p.Emit(ir::Evaluate(HostCall(DataType::Int(32), intrinsic::kCopy,
-                                 {host, DataHandle(outputs_[i]), bytes, I32(intrinsic::kCopyToHost)})));
+    p.Emit(ir::Evaluate(
+        HostCall(DataType::Int(32), intrinsic::kCopy,
+                 {host, DataHandle(outputs_[i]), bytes, I32(intrinsic::kCopyToHost)})));
   }
 }
 

@@ -31,7 +31,7 @@ enum {
 typedef struct Function {
   struct Module* module;
   struct Function* next; /* of the module's functions */
-  char name[64];
+  char name[256];
   int num_params;
   int param_bytes[FAKE_CUDA_MAX_PARAMS];
 } Function;
@@ -52,8 +52,12 @@ static int64_t claim_record[6];
 static FakeCudaLaunch launches[MAX_LAUNCHES];
 static int num_launches;
 static void* allocations[MAX_ALLOCATIONS];
-static char kernel_name[64];
-static void (*kernel_fn)(void** args, int64_t block);
+#define MAX_KERNELS 256
+static struct {
+  char name[256];
+  void (*fn)(void** args, int64_t block);
+} kernels[MAX_KERNELS];
+static int num_kernels;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- Test controls (fake_libcuda.h). */
@@ -64,8 +68,7 @@ void fake_cuda_reset(void) {
   fail_alloc_above = -1;
   claim_pending = 0;
   num_launches = 0;
-  kernel_fn = NULL;
-  kernel_name[0] = '\0';
+  num_kernels = 0;
 }
 
 const FakeCudaLaunch* fake_cuda_launches(int* count) {
@@ -89,8 +92,9 @@ void fake_cuda_claim_index_error(const int64_t record[6]) {
 }
 
 void fake_cuda_set_kernel(const char* name, void (*fn)(void** args, int64_t block)) {
-  snprintf(kernel_name, sizeof kernel_name, "%s", name);
-  kernel_fn = fn;
+  if (num_kernels == MAX_KERNELS) abort();
+  snprintf(kernels[num_kernels].name, sizeof kernels[num_kernels].name, "%s", name);
+  kernels[num_kernels++].fn = fn;
 }
 
 /* ---- The driver API. */
@@ -300,8 +304,9 @@ CUresult cuLaunchKernel(Function* function, unsigned grid_x, unsigned grid_y, un
       memcpy(&launch->params[i], params[i], (size_t)function->param_bytes[i]);
     }
   }
-  if (kernel_fn != NULL && strcmp(kernel_name, function->name) == 0) {
-    for (unsigned b = 0; b < grid_x; ++b) kernel_fn(params, b);
+  for (int k = 0; k < num_kernels; ++k) {
+    if (strcmp(kernels[k].name, function->name) != 0) continue;
+    for (unsigned b = 0; b < grid_x; ++b) kernels[k].fn(params, b);
   }
   if (claim_pending) {
     memcpy(function->module->index_error, claim_record, sizeof claim_record);

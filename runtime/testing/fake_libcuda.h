@@ -10,7 +10,7 @@
 
 /* One cuLaunchKernel call, its parameters read with the sizes the PTX declares for them. */
 typedef struct FakeCudaLaunch {
-  char kernel[64];
+  char kernel[256];
   unsigned grid[3];
   unsigned block[3];
   unsigned shared_bytes;
@@ -34,7 +34,7 @@ typedef void (*FakeCudaFailAllocAboveFn)(int64_t bytes);
  * an index out of range would. */
 typedef void (*FakeCudaClaimIndexErrorFn)(const int64_t record[6]);
 /* Launches of kernel `name` run `fn` for every block (device pointers are host pointers here),
- * so that results can be checked. */
+ * so that results can be checked; one call per kernel, up to 256. */
 typedef void (*FakeCudaSetKernelFn)(const char* name, void (*fn)(void** args, int64_t block));
 
 #endif /* KILN_RUNTIME_TESTING_FAKE_LIBCUDA_H_ */

@@ -151,7 +151,8 @@ absl::StatusOr<std::vector<ir::NDArray>> RunArtifact(const runtime::Model& model
 }
 
 // Compiles the model into an artifact in a private temporary file and loads it: in this
-// process for x86_64, else through kiln-runner under qemu-user or Node.js.
+// process for x86_64 and CUDA (on this machine's GPU), else through kiln-runner under
+// qemu-user or Node.js.
 absl::StatusOr<Executor> CompiledExecutor(const std::string& model, const Options& options) {
   KILN_ASSIGN_OR_RETURN(ir::Target t, driver::ResolveTarget(options.target));
   driver::CompileOptions compile_options;
@@ -160,7 +161,7 @@ absl::StatusOr<Executor> CompiledExecutor(const std::string& model, const Option
   }
   KILN_ASSIGN_OR_RETURN(driver::Artifact artifact,
                         driver::CompileModel(model, t, compile_options, nullptr));
-  if (t.Arch() != "x86_64") {
+  if (t.Arch() != "x86_64" && !t.IsGpu()) {  // a GPU artifact's host code is x86_64
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<testing::RemoteModel> remote,
                           testing::RemoteModel::Start(t, artifact.bytes));
     return Executor(

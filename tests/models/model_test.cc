@@ -168,8 +168,15 @@ std::vector<runtime::TensorInfo> ImportedInputs(const ir::Function& main) {
 // wasm32 (with SIMD128) in Node.js, and the CUDA schedules run on this CPU (gpu_emulated:
 // x86_64 code scheduled for cuda-sm80, blocks and threads as serial loops).
 constexpr char kGpuEmulated[] = "gpu_emulated";
-// The signature checks read the x86_64 artifact's kiln_signature (the same text for all).
-const std::vector<std::string> kTargets = {"x86_64", "aarch64", "wasm32-simd", kGpuEmulated};
+// On a machine with a GPU, KILN_TEST_CUDA=cuda-sm80 (or sm90) adds that target, run on the GPU
+// (tests/gpu/run.sh). The signature checks read the x86_64 artifact's kiln_signature (the same
+// text for all).
+std::vector<std::string> TargetsToTest() {
+  std::vector<std::string> targets = {"x86_64", "aarch64", "wasm32-simd", kGpuEmulated};
+  if (const char* cuda = std::getenv("KILN_TEST_CUDA"); cuda && *cuda) targets.push_back(cuda);
+  return targets;
+}
+const std::vector<std::string> kTargets = TargetsToTest();
 
 // A model compiled for one target: loaded in this process for x86_64, else run by kiln-runner
 // under qemu-user (aarch64) or Node.js (wasm32).
@@ -213,7 +220,7 @@ void Compile(const std::string& name, const std::string& target_name, CompiledMo
     }
   }
   ASSERT_TRUE(artifact.ok()) << artifact.status();
-  if (target->Arch() == "x86_64") {
+  if (target->Arch() == "x86_64" || target->IsGpu()) {  // a GPU's host code is x86_64
     out->loaded = testing::LoadArtifact(*artifact);
     ASSERT_TRUE(out->loaded);
     return;

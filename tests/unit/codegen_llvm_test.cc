@@ -589,7 +589,7 @@ TEST(CodegenLLVM, ExportsAbiVersionAndSignature) {
   auto version = reinterpret_cast<KilnAbiVersionFn>(artifact->Symbol(KILN_SYMBOL_ABI_VERSION));
   auto get_signature = reinterpret_cast<KilnSignatureFn>(artifact->Symbol(KILN_SYMBOL_SIGNATURE));
   ASSERT_TRUE(version && get_signature);
-  EXPECT_EQ(version(), KILN_ABI_VERSION);
+  EXPECT_EQ(version(), KILN_ABI_VERSION_CPU);
   EXPECT_EQ(std::string(get_signature()), signature);
 }
 

@@ -1,12 +1,21 @@
 // GPU targets (cuda-sm80, cuda-sm90): the GPU schedule as IR text, its launch loops checked
-// by the verifier and round-tripped by the parser, the kernels as PTX, and the GPU schedules
-// run on the CPU (blocks and threads as serial loops) against the reference interpreter.
+// by the verifier and round-tripped by the parser, the kernels as PTX, the host code that
+// copies and launches, CUDA artifacts run through the driver API (a fake driver over host
+// memory), and the GPU schedules run on the CPU against the reference interpreter.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <sstream>
+
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/shared_object.h"
 #include "compiler/ir/parser.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kiln/artifact_abi.h"
+#include "runtime/testing/fake_libcuda.h"
 #include "tests/support/import_and_run.h"
 #include "tests/support/schedule_check.h"
 #include "tests/support/tensors.h"
@@ -125,14 +134,185 @@ TEST(GpuCodegenTest, AnIndexOutOfRangeIsRecordedInDeviceMemory) {
   EXPECT_THAT(*ptx, HasSubstr("atom.global.cas.b64"));
 }
 
-TEST(GpuDriverTest, ArtifactsForAGpuAreNotBuiltYetAndSaySo) {
-  absl::StatusOr<driver::Artifact> artifact =
-      driver::CompileModel(ElementwiseModel(), *driver::ResolveTarget("cuda-sm80"), {}, nullptr);
-  EXPECT_EQ(artifact.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(artifact.status().message(), HasSubstr("kiln inspect --after ptx"));
+TEST(GpuDriverTest, PtxIsOnlyForGpus) {
   EXPECT_EQ(
       driver::CompilePtx(ElementwiseModel(), *driver::ResolveTarget("x86_64"), {}).status().code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// x + w then relu: one fused kernel reading an input and a constant.
+std::string AddReluModel() {
+  OnnxBuilder b;
+  b.Input("x", {"n", 3});
+  b.FloatInitializer("w", {3}, {1, -2, 3});
+  b.Node("Add", {"x", "w"}, {"t"});
+  b.Node("Relu", {"t"}, {"y"});
+  b.Output("y", {"n", 3});
+  return b.Serialize();
+}
+
+// The host code of a device artifact: inputs copied into device memory, each kernel call a
+// launch over its gpu_block extent, constants uploaded by the runtime, outputs copied back.
+TEST(GpuHostTest, TheHostCopiesInputsInLaunchesKernelsAndCopiesOutputsBack) {
+  std::string module = ScheduledKernels(AddReluModel(), "cuda-sm80");
+  EXPECT_THAT(module, HasSubstr(R"(
+  let workspace: handle = kiln.device_alloc(floordiv(n * 12 + 63, 64) * 128)
+  let x_data: handle = kiln.offset:handle(workspace, 0)
+  kiln.copy(x_data, kiln.input_data(0:i32), n * 12, 0:i32)
+  let y_data: handle = kiln.offset:handle(workspace, floordiv(n * 12 + 63, 64) * 64)
+  kiln.launch(floordiv(n * 3 + 255, 256), 256:i32, fused_add_relu_0(x_data, kiln.device_constant(0:i32), y_data, n))
+  kiln.copy(kiln.output_data(0:i32), y_data, n * 12, 1:i32)
+  kiln.device_free(workspace)
+})")) << module;
+  EXPECT_THAT(ScheduledKernels(AddReluModel(), "x86_64"), Not(HasSubstr("kiln.device")));
+}
+
+std::vector<std::string> DynamicSymbols(const std::string& so) {
+  std::vector<std::string> names;
+  absl::StatusOr<std::vector<codegen::DynamicSymbol>> symbols = codegen::ListDynamicSymbols(so);
+  EXPECT_TRUE(symbols.ok()) << symbols.status();
+  if (!symbols.ok()) return names;
+  for (const codegen::DynamicSymbol& symbol : *symbols) {
+    names.push_back(symbol.undefined ? "undefined " + symbol.name : symbol.name);
+  }
+  return names;
+}
+
+TEST(GpuDriverTest, ACudaArtifactIsAnX86SharedObjectCarryingItsPtx) {
+  absl::StatusOr<driver::Artifact> artifact =
+      driver::CompileModel(AddReluModel(), *driver::ResolveTarget("cuda-sm80"), {}, nullptr);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_EQ(artifact->file_name, "model.so");
+  EXPECT_THAT(artifact->target, HasSubstr("nvptx64-nvidia-cuda"));
+  ASSERT_GE(artifact->bytes.size(), 20u);
+  EXPECT_EQ(artifact->bytes.substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_EQ(static_cast<unsigned char>(artifact->bytes[18]), 62);  // EM_X86_64
+  EXPECT_THAT(DynamicSymbols(artifact->bytes),
+              ::testing::IsSupersetOf({"kiln_abi_version", "kiln_signature", "kiln_run",
+                                       "kiln_infer_shapes", "kiln_gpu_kernels",
+                                       "kiln_gpu_error_ops", "kiln_gpu_ptx"}));
+  for (const std::string& symbol : DynamicSymbols(artifact->bytes)) {
+    EXPECT_THAT(symbol, Not(HasSubstr("undefined"))) << "the artifact needs nothing but KilnEnv";
+    EXPECT_NE(symbol, "kiln_gpu_emulated_kernels");
+  }
+  EXPECT_THAT(artifact->manifest_json, HasSubstr("\"abi_version\": 4"));
+  EXPECT_THAT(artifact->manifest_json, HasSubstr("\"device\": \"cuda\""));
+}
+
+template <typename Fn>
+Fn Symbol(void* handle, const char* name) {
+  void* address = dlsym(handle, name);
+  EXPECT_NE(address, nullptr) << name;
+  return reinterpret_cast<Fn>(address);
+}
+
+// A CUDA artifact run through the driver API, with no GPU: the fake driver of
+// runtime/testing/ runs each launch with the same kernel compiled for the CPU (from the
+// emulated artifact of the same model), so the host code's copies, constants, launch grids and
+// kernel parameters are all checked by the results.
+class CudaArtifactTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("KILN_CUDA_LIBRARY", KILN_FAKE_LIBCUDA, 1);
+    driver_ = dlopen(KILN_FAKE_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(driver_, nullptr) << dlerror();
+    Symbol<FakeCudaResetFn>(driver_, "fake_cuda_reset")();
+  }
+  void TearDown() override {
+    model_.reset();
+    for (void* handle : emulated_) dlclose(handle);
+    if (driver_ != nullptr) dlclose(driver_);
+    unsetenv("KILN_CUDA_LIBRARY");
+  }
+
+  void Load(const std::string& onnx) {
+    absl::StatusOr<driver::Artifact> cuda =
+        driver::CompileModel(onnx, *driver::ResolveTarget("cuda-sm80"), {}, nullptr);
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    driver::CompileOptions options;
+    options.schedule_as = *driver::ResolveTarget("cuda-sm80");
+    absl::StatusOr<driver::Artifact> cpu =
+        driver::CompileModel(onnx, *driver::ResolveTarget("x86_64"), options, nullptr);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    std::string path = ::testing::TempDir() + "/kiln-emulated-XXXXXX.so";
+    int fd = mkstemps(path.data(), 3);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, cpu->bytes.data(), cpu->bytes.size()),
+              static_cast<ssize_t>(cpu->bytes.size()));
+    close(fd);
+    void* emulated = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    unlink(path.c_str());
+    ASSERT_NE(emulated, nullptr) << dlerror();
+    emulated_.push_back(emulated);
+    std::istringstream names(Symbol<KilnGpuTextFn>(emulated, KILN_SYMBOL_GPU_KERNELS)());
+    const KilnEmulatedKernelFn* kernels =
+        Symbol<KilnGpuEmulatedKernelsFn>(emulated, KILN_SYMBOL_GPU_EMULATED_KERNELS)();
+    auto set_kernel = Symbol<FakeCudaSetKernelFn>(driver_, "fake_cuda_set_kernel");
+    for (std::string name; std::getline(names, name); ++kernels) set_kernel(name.c_str(), *kernels);
+    model_ = LoadArtifact(*cuda);
+    ASSERT_NE(model_, nullptr);
+  }
+
+  std::vector<FakeCudaLaunch> Launches() {
+    int count = 0;
+    const FakeCudaLaunch* launches =
+        Symbol<FakeCudaLaunchesFn>(driver_, "fake_cuda_launches")(&count);
+    return std::vector<FakeCudaLaunch>(launches, launches + count);
+  }
+
+  void* driver_ = nullptr;
+  std::vector<void*> emulated_;
+  std::unique_ptr<runtime::Model> model_;
+};
+
+TEST_F(CudaArtifactTest, ResultsMatchTheReferenceAndLaunchesCoverTheWork) {
+  ASSERT_NO_FATAL_FAILURE(Load(AddReluModel()));
+  for (int64_t n : {1, 85, 300}) {
+    size_t earlier = Launches().size();
+    ir::NDArray x = Iota({n, 3});
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] -= n;
+    absl::StatusOr<std::vector<ir::NDArray>> want = ImportAndRun(AddReluModel(), {x});
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<ir::NDArray> got =
+        RunModel(*model_, {x}, {ir::NDArray::Zeros((*want)[0].dtype, (*want)[0].shape)});
+    EXPECT_EQ(Values(got[0]), Values((*want)[0])) << "n = " << n;
+    std::vector<FakeCudaLaunch> launches = Launches();
+    launches.erase(launches.begin(), launches.begin() + earlier);
+    ASSERT_EQ(launches.size(), 1u);
+    EXPECT_STREQ(launches[0].kernel, "fused_add_relu_0");
+    EXPECT_EQ(launches[0].grid[0], static_cast<unsigned>((3 * n + 255) / 256)) << "n = " << n;
+    EXPECT_EQ(launches[0].block[0], 256u);
+    EXPECT_EQ(launches[0].num_params, 5);  // env, x, w, y, n
+    EXPECT_EQ(launches[0].params[4], static_cast<uint64_t>(n));
+  }
+  size_t earlier = Launches().size();
+  ir::NDArray empty = Iota({0, 3});
+  RunModel(*model_, {empty}, {ir::NDArray::Zeros(arith::DataType::Float(32), {0, 3})});
+  EXPECT_EQ(Launches().size(), earlier) << "no launch of zero blocks";
+}
+
+TEST_F(CudaArtifactTest, AnIndexOutOfRangeOnTheDeviceIsReportedByName) {
+  OnnxBuilder b;
+  b.Input("x", {5});
+  b.Input("i", {2}, onnx::TensorProto::INT64);
+  b.Node("Gather", {"x", "i"}, {"y"});
+  b.Output("y", {2});
+  ASSERT_NO_FATAL_FAILURE(Load(b.Serialize()));
+  ir::NDArray x = Iota({5});
+  ir::NDArray i = ir::NDArray::Zeros(arith::DataType::Int(64), {2});
+  i.data<int64_t>()[1] = 7;
+  ir::NDArray y = ir::NDArray::Zeros(arith::DataType::Float(32), {2});
+  std::vector<DLTensor> in = {ViewOf(x), ViewOf(i)}, out = {ViewOf(y)};
+  std::string error;
+  EXPECT_FALSE(model_->Run(in, &out, &error));
+  EXPECT_THAT(error, HasSubstr("gather"));
+  EXPECT_THAT(error, HasSubstr("'i'"));
+  EXPECT_THAT(error, HasSubstr("7"));
+  i.data<int64_t>()[1] = 4;
+  std::vector<ir::NDArray> got = RunModel(*model_, {x, i}, {y});
+  EXPECT_EQ(Values(got[0]), (std::vector<double>{0, 4}));
 }
 
 // The GPU schedule compiled for the CPU: its index arithmetic and guards must give the
@@ -140,13 +320,13 @@ TEST(GpuDriverTest, ArtifactsForAGpuAreNotBuiltYetAndSaySo) {
 TEST(GpuEmulationTest, GpuSchedulesRunOnTheCpuMatchTheReference) {
   driver::CompileOptions options;
   options.schedule_as = *driver::ResolveTarget("cuda-sm80");
-  for (const std::string& model : {ElementwiseModel(), CumSumModel()}) {
+  for (const std::string& model : {ElementwiseModel(), CumSumModel(), AddReluModel()}) {
     absl::StatusOr<driver::Artifact> artifact =
         driver::CompileModel(model, *driver::ResolveTarget("x86_64"), options, nullptr);
     ASSERT_TRUE(artifact.ok()) << artifact.status();
     std::unique_ptr<runtime::Model> loaded = LoadArtifact(*artifact);
     ASSERT_NE(loaded, nullptr);
-    const bool elementwise = model == ElementwiseModel();
+    const bool elementwise = model != CumSumModel();
     for (int64_t n : {1, 85, 300}) {
       ir::NDArray x = elementwise ? Iota({n, 3}) : Iota({n});
       for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] -= n;
