@@ -56,6 +56,15 @@ void FunctionEmitter::TagAccess(llvm::Instruction* access, const arith::BufferNo
   access->setMetadata(llvm::LLVMContext::MD_noalias, it->second.others);
 }
 
+// Whether a kernel's blocks run in phases: several gpu_thread loops, one after another.
+static bool HasPhases(const Stmt& body) {
+  int thread_loops = 0;
+  ir::VisitStmts(body, [&](const StmtNode& s) {
+    if (s.kind == ir::StmtKind::kFor && s.for_kind == ir::ForKind::kGpuThread) ++thread_loops;
+  });
+  return thread_loops > 1;
+}
+
 void FunctionEmitter::Emit() {
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx(), "entry", fn_));
   auto arg = fn_->arg_begin();
@@ -69,6 +78,7 @@ void FunctionEmitter::Emit() {
     for (const PrimExpr& scalar : func_.scalars) vars_[scalar.get()] = arg++;
     if (state_.emulated_device) block_ = arg++;
   }
+  phased_ = state_.gpu && func_.body && HasPhases(func_.body);
   if (func_.body) EmitStmt(func_.body);
   EmitReturn(0);
 }
@@ -174,9 +184,18 @@ void FunctionEmitter::EmitGpuIndex(const StmtNode& s) {
                                                  : llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x;
   llvm::Value* index =
       b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), RegisterType(ctx(), s.var->dtype));
-  ScopedVar bind(*this, s.var, index);
-  EmitStmt(s.body);
+  const bool block = s.for_kind == ir::ForKind::kGpuBlock;
+  int& depth = block ? gpu_block_depth_ : gpu_thread_depth_;
+  ++depth;
+  {
+    ScopedVar bind(*this, s.var, index);
+    EmitStmt(s.body);
+  }
+  --depth;
+  // The next phase may read what this one wrote to shared memory, or overwrite what it read.
+  if (!block && phased_) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
 }
+
 
 // for (var = begin; var < end; ++var) s.body
 void FunctionEmitter::EmitLoop(const StmtNode& s, llvm::Value* begin, llvm::Value* end) {
@@ -320,9 +339,28 @@ void FunctionEmitter::EmitAllocate(const StmtNode& s) {
       << " elements, more than a kernel-local buffer may hold";
   auto [slot, inserted] = buffers_.emplace(buffer.get(), nullptr);
   KILN_CHECK(inserted) << "buffer " << buffer->name << " allocated twice in " << func_.name;
-  slot->second = CreateEntryAlloca(MemoryType(ctx(), buffer->dtype), count, buffer->name);
+  llvm::Type* type = MemoryType(ctx(), buffer->dtype);
+  if (state_.gpu && gpu_block_depth_ > 0 && gpu_thread_depth_ == 0) {
+    slot->second = SharedArray(type, count, buffer->name);
+  } else {
+    slot->second = CreateEntryAlloca(type, count, buffer->name);
+  }
   EmitStmt(s.body);
   buffers_.erase(buffer.get());
+}
+
+// A block's buffer, outside its phases, is shared by its threads: a static array in the
+// GPU's shared memory (address space 3), used through a generic pointer that LLVM's
+// address-space inference turns back into shared loads and stores.
+llvm::Value* FunctionEmitter::SharedArray(llvm::Type* type, int64_t count,
+                                          const std::string& name) {
+  auto* array = llvm::ArrayType::get(type, count);
+  auto* global = new llvm::GlobalVariable(
+      state_.module, array, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
+      llvm::UndefValue::get(array), "kiln.shared." + func_.name + "." + name, nullptr,
+      llvm::GlobalValue::NotThreadLocal, /*AddressSpace=*/3);
+  global->setAlignment(llvm::Align(16));
+  return b_.CreateAddrSpaceCast(global, b_.getPtrTy());
 }
 
 void FunctionEmitter::EmitAssert(const StmtNode& s) {

@@ -112,6 +112,7 @@ class FunctionEmitter {
   void EmitAssert(const StmtNode& s);
   void EmitReturn(int32_t code);
   llvm::AllocaInst* CreateEntryAlloca(llvm::Type* type, uint64_t count, const std::string& name);
+  llvm::Value* SharedArray(llvm::Type* type, int64_t count, const std::string& name);
 
   // emit_host.cc
   llvm::Value* EmitHostIntrinsic(const ExprNode& e);
@@ -151,6 +152,10 @@ class FunctionEmitter {
   llvm::Value* outputs_ = nullptr;
   // Emulated device kernels: the block this call runs.
   llvm::Value* block_ = nullptr;
+  // GPU kernels: the gpu_block and gpu_thread loops being emitted, and whether blocks run in
+  // phases (a barrier after each gpu_thread loop).
+  int gpu_block_depth_ = 0, gpu_thread_depth_ = 0;
+  bool phased_ = false;
   // Inside an outlined parallel loop body: nested parallel loops run serially.
   bool in_parallel_ = false;
   // Kernels: per buffer (parameter or allocation), its scope and the scopes of all others.

@@ -76,6 +76,7 @@ class Verifier {
   // Loop level: variables and buffers in scope, and every loop or let variable seen.
   const ir::PrimFunc* prim_func_ = nullptr;
   int gpu_blocks_ = 0, gpu_threads_ = 0;  // enclosing gpu_block and gpu_thread loops
+  int64_t block_threads_ = 0;             // the enclosing block's thread count, once seen
   std::unordered_set<const arith::ExprNode*> vars_, scoped_vars_;
   std::unordered_set<const arith::BufferNode*> buffers_;
 };
@@ -282,7 +283,8 @@ void Verifier::Bound(const ir::Stmt& body, const arith::ExprNode* var) {
 }
 
 // A launch is a gpu_block loop holding gpu_thread loops, from 0, in a kernel; a block's
-// thread count is a constant and launches do not nest.
+// thread count is a constant, the same for all its gpu_thread loops (phases, which run one
+// after another), and launches do not nest. Inside a block, stores belong to its phases.
 void Verifier::GpuLoop(const ir::StmtNode& loop) {
   const bool block = loop.for_kind == ForKind::kGpuBlock;
   const std::string what = absl::StrCat(ForKindName(loop.for_kind), " loop ", loop.var->name);
@@ -295,6 +297,15 @@ void Verifier::GpuLoop(const ir::StmtNode& loop) {
       (!loop.extent || loop.extent->kind != ExprKind::kIntImm || loop.extent->int_value <= 0)) {
     Error(what + " needs a positive constant extent (the block size)");
   }
+  if (!block && loop.extent && loop.extent->kind == ExprKind::kIntImm) {
+    // Threads of all phases are the same threads: one block size.
+    if (block_threads_ > 0 && loop.extent->int_value != block_threads_) {
+      Error(absl::StrCat(what, " has ", loop.extent->int_value, " threads; another gpu_thread ",
+                         "loop of its block has ", block_threads_));
+    }
+    block_threads_ = loop.extent->int_value;
+  }
+  if (block) block_threads_ = 0;
   int& depth = block ? gpu_blocks_ : gpu_threads_;
   ++depth;
   Bound(loop.body, loop.var.get());
@@ -321,6 +332,10 @@ void Verifier::Stmt(const ir::Stmt& s) {
       }
       return Bound(s->body, s->var.get());
     case StmtKind::kStore:
+      // Between a block's phases every thread would run it.
+      if (gpu_blocks_ > 0 && gpu_threads_ == 0 && s->buffer) {
+        Error("store to " + s->buffer->name + " in a gpu_block loop outside its gpu_thread loops");
+      }
       Access(s->buffer, s->indices, "store to");
       Prim(s->value);
       if (s->buffer && s->value && s->value->dtype != s->buffer->dtype) {

@@ -762,6 +762,12 @@ class RowConv {
 
 }  // namespace
 
+std::optional<Matmul> MatchPointwiseConv(const Stmt& body) {
+  std::optional<Conv> conv = MatchConv(body);
+  if (!conv) return std::nullopt;
+  return PointwiseConv(*conv).AsMatmul();
+}
+
 std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& target,
                                             const ConstantOf& constant_of) {
   std::optional<Conv> conv = MatchConv(body);

@@ -11,6 +11,10 @@
 
 namespace kiln::schedule {
 
+// A pointwise conv (1x1, stride 1, no padding, one group) as the matmul over its flattened
+// plane that the conv rule hands the matmul rule; nullopt for any other kernel.
+std::optional<Matmul> MatchPointwiseConv(const ir::Stmt& body);
+
 std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Target& target,
                                             const ConstantOf& constant_of = nullptr);
 

@@ -1,9 +1,10 @@
-// The default GPU schedule (rules.h, ScheduleForGpu): one thread per iteration of a kernel's
-// outer data-parallel loops.
+// The GPU rules (rules.h, ScheduleForGpu): matmuls tiled in shared memory
+// (gpu_matmul_rule.cc), else one thread per iteration of a kernel's outer data-parallel loops.
 #include <algorithm>
 #include <vector>
 
 #include "compiler/arith/analyzer.h"
+#include "compiler/schedule/conv_rule.h"
 #include "compiler/schedule/rules.h"
 #include "compiler/schedule/schedule_util.h"
 
@@ -31,6 +32,11 @@ ir::Stmt OneThread(const ir::Stmt& body) {
 }  // namespace
 
 ir::Stmt ScheduleForGpu(const ir::Stmt& body, const ir::Target& target) {
+  std::optional<Matmul> matmul = MatchMatmul(body);
+  if (!matmul) matmul = MatchPointwiseConv(body);
+  if (matmul) {
+    if (std::optional<ir::Stmt> tiled = ScheduleMatmulForGpu(*matmul, target)) return *tiled;
+  }
   // The perfectly nested loops whose iterations are independent, outermost first; an inner
   // extent may not depend on an outer loop (the fused index assumes a box).
   std::vector<Axis> axes;

@@ -97,6 +97,8 @@ bool IsElementwiseEpilogue(const StmtNode& s, const Buffer& c,
   return ok;
 }
 
+}  // namespace
+
 // for b.. { for i { for j { C[b.., i, j] = 0; for k { C[..] = C[..] + X * Y }; epilogue } } },
 // with X free of j and Y free of i.
 std::optional<Matmul> MatchMatmul(const Stmt& body) {
@@ -148,7 +150,11 @@ std::optional<Matmul> MatchMatmul(const Stmt& body) {
   return m;
 }
 
+namespace {
+
 PrimExpr And(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kAnd, a, b); }
+
+}  // namespace
 
 // C's indices at (b.., row, col).
 std::vector<PrimExpr> CIndices(const Matmul& m, PrimExpr row, PrimExpr col) {
@@ -172,6 +178,8 @@ Stmt StoreAndFinish(const Matmul& m, const PrimExpr& row, const PrimExpr& col, P
   }
   return ir::Seq(stmts);
 }
+
+namespace {
 
 class MatmulTiler {
  public:

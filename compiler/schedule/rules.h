@@ -54,6 +54,14 @@ struct Matmul {
   arith::Buffer b_packed;
 };
 
+// The matmul legalize makes (C = A @ B over f32, any batch dims, maybe with an element-wise
+// epilogue), read off a kernel body; nullopt for any other kernel.
+std::optional<Matmul> MatchMatmul(const ir::Stmt& body);
+
+// C[b.., row, col] = value, then the epilogue's stores on that element.
+ir::Stmt StoreAndFinish(const Matmul& m, const arith::PrimExpr& row, const arith::PrimExpr& col,
+                        arith::PrimExpr value);
+
 // The matmul rule, for a kernel that is exactly legalize's matmul (C = A @ B over f32, any
 // batch dims): a tiled, packed form; a constant B is packed at compile time. nullopt for any
 // other kernel.
@@ -64,12 +72,22 @@ std::optional<ScheduledKernel> ScheduleMatmul(const ir::Stmt& body, const ir::Ta
 ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
                            const ir::NDArray* b = nullptr);
 
-// The GPU rule, for every kernel of a GPU target: the kernel's outer data-parallel loops,
-// fused into one index, are spread over blocks of target.threads_per_block threads, one
-// iteration per thread (neighbouring threads on neighbouring elements); the rest of the body
-// runs in its thread. A kernel without such a loop (a running sum, loop nests in sequence)
-// runs in one thread of one block. Shared-memory tiling and warp reductions are to come.
+// The GPU rules, for every kernel of a GPU target (gpu_rule.cc). A block's gpu_thread loops
+// run one after another with a barrier between them (phases), so values that pass from one
+// phase to the next live in the block's shared memory: allocations inside a gpu_block loop and
+// outside its gpu_thread loops.
+//  - A matmul (or pointwise conv) is tiled in shared memory (ScheduleMatmulForGpu).
+//  - Otherwise the kernel's outer data-parallel loops, fused into one index, are spread over
+//    blocks of target.threads_per_block threads, one iteration per thread (neighbouring threads
+//    on neighbouring elements); the rest of the body runs in its thread. A kernel without such
+//    a loop (a running sum, loop nests in sequence) runs in one thread of one block.
 ir::Stmt ScheduleForGpu(const ir::Stmt& body, const ir::Target& target);
+
+// gpu_matmul_rule.cc: blocks of 64 x 64 elements of C; each k step of 16 loads the A and B
+// tiles into shared memory (a phase), then every thread adds their product into its own
+// sub-tile of accumulators (a phase); a last phase stores C and the epilogue. Each element
+// sums k in order. nullopt where the block size does not divide the tile.
+std::optional<ir::Stmt> ScheduleMatmulForGpu(const Matmul& m, const ir::Target& target);
 
 // Whether iterations of a loop over `var` with body `body` touch disjoint elements of every
 // buffer the body writes, so they may run in any order or at once.

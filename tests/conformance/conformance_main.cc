@@ -12,8 +12,9 @@
 //
 // --schedule-as T schedules the kernels for T (cuda-sm80, say) while compiling for --target:
 // a GPU's blocks and threads then run as serial loops, which checks the GPU schedules on a
-// CPU. ptx compiles each model's kernels to PTX for a GPU target and, when the CUDA toolkit's
-// ptxas is installed (PATH or $KILN_PTXAS), assembles it; it says when it skipped that.
+// CPU. ptx compiles each model into a CUDA artifact for a GPU target and, when the CUDA
+// toolkit's ptxas is installed (PATH or $KILN_PTXAS), assembles the PTX it carries; it says
+// when it skipped that.
 //
 // Every imported model is also verified and round-tripped through the IR text format.
 // Prints one line per failure with its reason, then `conformance: P passed, F failed`. With
@@ -220,12 +221,14 @@ absl::Status CheckText(const ir::IRModule& module) {
   return absl::OkStatus();
 }
 
-// ptx: the model's kernels compile to PTX for the GPU target, and ptxas (when installed)
-// assembles it for the target's architecture.
+// ptx: the model compiles to a CUDA artifact for the GPU target (x86_64 host code carrying
+// the kernels' PTX), and ptxas (when installed) assembles its PTX for the target's
+// architecture.
 absl::Status CheckPtx(const std::string& model, const Options& options) {
   KILN_ASSIGN_OR_RETURN(ir::Target target, driver::ResolveTarget(options.target));
-  KILN_ASSIGN_OR_RETURN(std::string ptx, driver::CompilePtx(model, target, {}));
-  if (ptx.find(".entry") == std::string::npos) return absl::InternalError("PTX without kernels");
+  KILN_ASSIGN_OR_RETURN(driver::Artifact artifact,
+                        driver::CompileModel(model, target, {}, nullptr));
+  KILN_ASSIGN_OR_RETURN(std::string ptx, testing::CudaArtifactPtx(artifact.bytes));
   if (options.ptxas.empty()) return absl::OkStatus();
   return testing::AssemblePtx(options.ptxas, ptx, target.cpu);
 }

@@ -1,8 +1,11 @@
-// The CUDA toolkit's PTX assembler, for tests that check generated PTX where it is installed.
+// The CUDA toolkit's PTX assembler, for tests that check generated PTX where it is installed,
+// and the PTX a CUDA artifact carries.
 #pragma once
 
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,8 +13,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kiln/artifact_abi.h"
 
 namespace kiln::testing {
 
@@ -44,6 +49,35 @@ inline absl::Status AssemblePtx(const std::string& ptxas, const std::string& ptx
   std::remove(log.c_str());
   if (status != 0) return absl::InternalError("ptxas rejected the PTX: " + output.str());
   return absl::OkStatus();
+}
+
+// The PTX a CUDA artifact (an x86_64 shared object) carries, read through its exports, with
+// no GPU needed; an error unless it has one `.entry` per kernel it names.
+inline absl::StatusOr<std::string> CudaArtifactPtx(const std::string& artifact) {
+  char path[] = "/tmp/kiln-cuda-XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  if (fd < 0) return absl::InternalError("cannot create a temporary artifact file");
+  close(fd);
+  std::ofstream(path, std::ios::binary) << artifact;
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  std::remove(path);
+  if (handle == nullptr) return absl::InternalError(std::string("dlopen: ") + dlerror());
+  auto ptx = reinterpret_cast<KilnGpuTextFn>(dlsym(handle, KILN_SYMBOL_GPU_PTX));
+  auto kernels = reinterpret_cast<KilnGpuTextFn>(dlsym(handle, KILN_SYMBOL_GPU_KERNELS));
+  std::string text = ptx ? ptx() : "", names = kernels ? kernels() : "";
+  dlclose(handle);
+  if (!ptx || !kernels) return absl::InternalError("the artifact exports no PTX or no kernels");
+  size_t entries = 0;
+  for (size_t at = text.find(".entry "); at != std::string::npos;
+       at = text.find(".entry ", at + 1)) {
+    ++entries;
+  }
+  size_t named = std::count(names.begin(), names.end(), '\n');
+  if (entries != named) {
+    return absl::InternalError(
+        absl::StrCat("the PTX has ", entries, " entries for ", named, " kernels"));
+  }
+  return text;
 }
 
 }  // namespace kiln::testing
