@@ -1,5 +1,6 @@
 // The GPU rules (rules.h, ScheduleForGpu): matmuls tiled in shared memory
-// (gpu_matmul_rule.cc), else one thread per iteration of a kernel's outer data-parallel loops.
+// (gpu_matmul_rule.cc), rows that reduce a block each (gpu_reduce_rule.cc), else one thread
+// per iteration of a kernel's outer data-parallel loops.
 #include <algorithm>
 #include <vector>
 
@@ -51,6 +52,7 @@ ir::Stmt ScheduleForGpu(const ir::Stmt& body, const ir::Target& target) {
     inner = inner->body;
   }
   if (axes.empty()) return OneThread(body);
+  if (std::optional<ir::Stmt> rows = ScheduleRowsForGpu(axes, mins, inner, target)) return *rows;
 
   // One fused index over the box, fused = b * T + t; each loop variable is its digit in the
   // mixed radix of the extents, innermost fastest, so neighbouring threads touch neighbouring

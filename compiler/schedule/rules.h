@@ -77,6 +77,7 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
 // phase to the next live in the block's shared memory: allocations inside a gpu_block loop and
 // outside its gpu_thread loops.
 //  - A matmul (or pointwise conv) is tiled in shared memory (ScheduleMatmulForGpu).
+//  - Rows that reduce (sums, softmax, norms) get a block each (ScheduleRowsForGpu).
 //  - Otherwise the kernel's outer data-parallel loops, fused into one index, are spread over
 //    blocks of target.threads_per_block threads, one iteration per thread (neighbouring threads
 //    on neighbouring elements); the rest of the body runs in its thread. A kernel without such
@@ -88,6 +89,15 @@ ir::Stmt ScheduleForGpu(const ir::Stmt& body, const ir::Target& target);
 // sub-tile of accumulators (a phase); a last phase stores C and the epilogue. Each element
 // sums k in order. nullopt where the block size does not divide the tile.
 std::optional<ir::Stmt> ScheduleMatmulForGpu(const Matmul& m, const ir::Target& target);
+
+// gpu_reduce_rule.cc: one block per row (an iteration of the kernel's outer data-parallel
+// `rows`, starting at `mins`) whose body `row` reduces along a loop: the loop's iterations
+// spread over the block's threads, each reduction into a partial per thread, then a tree in
+// shared memory; the row's other statements run in thread 0. nullopt where the row has no
+// such reduction.
+std::optional<ir::Stmt> ScheduleRowsForGpu(const std::vector<Axis>& rows,
+                                           const std::vector<arith::PrimExpr>& mins,
+                                           const ir::Stmt& row, const ir::Target& target);
 
 // Whether iterations of a loop over `var` with body `body` touch disjoint elements of every
 // buffer the body writes, so they may run in any order or at once.

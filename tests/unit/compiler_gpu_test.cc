@@ -70,6 +70,96 @@ TEST(GpuScheduleTest, AKernelWhoseIterationsDependOnEachOtherRunsInOneThread) {
       << kernels;
 }
 
+// C[m, n] = relu(A[m, 70] @ B[70, n]): tiles of C need edges on both sides and the last step
+// of k is partial.
+std::string MatmulReluModel() {
+  OnnxBuilder b;
+  b.Input("a", {"m", 70});
+  b.Input("b", {70, "n"});
+  b.Node("MatMul", {"a", "b"}, {"t"});
+  b.Node("Relu", {"t"}, {"y"});
+  b.Output("y", {"m", "n"});
+  return b.Serialize();
+}
+
+// Softmax along rows of 700 and their sum: reductions longer than a block.
+std::string SoftmaxAndSumModel() {
+  OnnxBuilder b(13);
+  b.Input("x", {"n", 700});
+  b.Int64Initializer("axes", {1}, {1});
+  b.Node("Softmax", {"x"}, {"y"});
+  b.Node("ReduceSum", {"x", "axes"}, {"s"});
+  b.Output("y", {"n", 700});
+  b.Output("s", {"n", 1});
+  return b.Serialize();
+}
+
+TEST(GpuScheduleTest, AMatmulIsTiledInSharedMemoryInPhases) {
+  std::string kernels = ScheduledKernels(MatmulReluModel(), "cuda-sm80");
+  EXPECT_THAT(kernels, HasSubstr(R"(
+  for gpu_b in range(0, floordiv(m + 63, 64) * floordiv(n + 63, 64)) gpu_block {
+    let tile_n: i64 = floormod(gpu_b, floordiv(n + 63, 64))
+    let tile_m: i64 = floormod(floordiv(gpu_b, floordiv(n + 63, 64)), floordiv(m + 63, 64))
+    alloc a_tile: f32[1024]
+    alloc b_tile: f32[1024]
+    alloc acc: f32[4096])"))
+      << kernels;
+  EXPECT_THAT(kernels, HasSubstr("for k0 in range(0, floordiv(70 + 15, 16)) serial {"));
+  EXPECT_THAT(
+      kernels,
+      HasSubstr(
+          "acc[(r * 4 + c) * 256 + gpu_t] = acc[(r * 4 + c) * 256 + gpu_t] + a_tile[(ty * 4 + r) * "
+          "16 + kk] * b_tile[kk * 64 + tx * 4 + c]"));
+  EXPECT_THAT(kernels, HasSubstr(R"(
+          if row < m && col < n {
+            out[row, col] = acc[(r * 4 + c) * 256 + gpu_t]
+            out[row, col] = select(out[row, col] < 0.0, 0.0, out[row, col]))"))
+      << kernels;
+}
+
+TEST(GpuScheduleTest, RowsThatReduceGetABlockEachAndATree) {
+  std::string kernels = ScheduledKernels(SoftmaxAndSumModel(), "cuda-sm80");
+  EXPECT_THAT(kernels, HasSubstr(R"(
+  for gpu_b in range(0, n) gpu_block {
+    let o0: i64 = floormod(gpu_b, n)
+    let o1: i64 = 0
+    alloc acc: f32[1]
+    alloc acc_partial: f32[256]
+    for gpu_t in range(0, 256) gpu_thread {
+      if gpu_t == 0 {
+        acc[0] = 0.0
+      }
+    }
+    for gpu_t in range(0, 256) gpu_thread {
+      acc_partial[gpu_t] = 0.0
+      for step in range(0, floordiv(700 + 255, 256)) serial {
+        let r0: i64 = step * 256 + gpu_t
+        if r0 < 700 {
+          acc_partial[gpu_t] = acc_partial[gpu_t] + A0[o0, r0]
+        }
+      }
+    }
+    for gpu_t in range(0, 256) gpu_thread {
+      if gpu_t < 128 {
+        acc_partial[gpu_t] = acc_partial[gpu_t] + acc_partial[gpu_t + 128]
+      }
+    })"))
+      << kernels;
+  EXPECT_THAT(kernels, HasSubstr(R"(
+    for gpu_t in range(0, 256) gpu_thread {
+      if gpu_t == 0 {
+        acc[0] = acc[0] + acc_partial[0]
+        out[o0, o1] = acc[0]
+      }
+    })"))
+      << kernels;
+  // Softmax: the exp loop writes its elements and sums them in the same pass.
+  EXPECT_THAT(kernels, HasSubstr(R"(
+          out[o0, k] = exp(A0[o0, k] - max_1[0])
+          sum_partial[gpu_t] = sum_partial[gpu_t] + out[o0, k])"))
+      << kernels;
+}
+
 TEST(GpuIrTest, LaunchLoopsRoundTripThroughText) {
   const char* text = R"(prim_func @k(A: f32[n], n: i64) {
   for b in range(0, floordiv(n + 63, 64)) gpu_block {
@@ -119,6 +209,30 @@ TEST(GpuCodegenTest, KernelsBecomePtxEntriesReadingTheirBlockAndThread) {
     EXPECT_THAT(*ptx, HasSubstr("%ctaid.x"));
     EXPECT_THAT(*ptx, HasSubstr("%tid.x"));
   }
+}
+
+TEST(GpuIrTest, PhasesShareOneBlockSizeAndHoldTheStores) {
+  EXPECT_THAT(VerifyError("for b in range(0, n) gpu_block {\n for t in range(0, 64) gpu_thread "
+                          "{\n A[t] = 0.0\n}\n for u in range(0, 32) gpu_thread {\n A[u] = "
+                          "1.0\n}\n}\n"),
+              HasSubstr("gpu_thread loop u has 32 threads; another gpu_thread loop of its block "
+                        "has 64"));
+  EXPECT_THAT(VerifyError("for b in range(0, n) gpu_block {\n A[b] = 0.0\n for t in range(0, 64) "
+                          "gpu_thread {\n A[t] = 0.0\n}\n}\n"),
+              HasSubstr("store to A in a gpu_block loop outside its gpu_thread loops"));
+}
+
+TEST(GpuCodegenTest, PhasesAreSeparatedByBarriersAndBlockBuffersAreShared) {
+  ir::Target target = *driver::ResolveTarget("cuda-sm80");
+  absl::StatusOr<std::string> tiled = driver::CompilePtx(MatmulReluModel(), target, {});
+  ASSERT_TRUE(tiled.ok()) << tiled.status();
+  EXPECT_THAT(*tiled, HasSubstr("bar.sync"));
+  EXPECT_THAT(*tiled, HasSubstr(".shared .align 16 .b8"));
+  EXPECT_THAT(*tiled, HasSubstr("ld.shared.f32"));
+  absl::StatusOr<std::string> plain = driver::CompilePtx(ElementwiseModel(), target, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(*plain, Not(HasSubstr("bar.sync"))) << "one phase needs no barrier";
+  EXPECT_THAT(*plain, Not(HasSubstr(".shared")));
 }
 
 TEST(GpuCodegenTest, AnIndexOutOfRangeIsRecordedInDeviceMemory) {
@@ -339,6 +453,51 @@ TEST(GpuEmulationTest, GpuSchedulesRunOnTheCpuMatchTheReference) {
     }
   }
   EXPECT_THAT(options.Canonical(), HasSubstr("schedule_as=triple=nvptx64-nvidia-cuda"));
+}
+
+void ExpectClose(const ir::NDArray& got, const ir::NDArray& want, const std::string& where) {
+  ASSERT_EQ(got.shape, want.shape) << where;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    double w = want.GetDouble(i);
+    ASSERT_NEAR(got.GetDouble(i), w, 1e-5 + 1e-5 * std::abs(w)) << where << " element " << i;
+  }
+}
+
+// The tiled matmul and the row reductions on the emulated device: partial tiles on every
+// edge, a partial last k step, rows of several blocks' worth.
+TEST(GpuEmulationTest, TiledMatmulsAndRowReductionsMatchTheReference) {
+  driver::CompileOptions options;
+  options.schedule_as = *driver::ResolveTarget("cuda-sm80");
+  ir::Target x86 = *driver::ResolveTarget("x86_64");
+  absl::StatusOr<driver::Artifact> matmul =
+      driver::CompileModel(MatmulReluModel(), x86, options, nullptr);
+  ASSERT_TRUE(matmul.ok()) << matmul.status();
+  std::unique_ptr<runtime::Model> mm = LoadArtifact(*matmul);
+  ASSERT_NE(mm, nullptr);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {64, 64}, {70, 130}, {5, 200}}) {
+    ir::NDArray a = F32({m, 70}, Wave(m * 70, 1.0f)), b = F32({70, n}, Wave(70 * n, 0.5f));
+    absl::StatusOr<std::vector<ir::NDArray>> want = ImportAndRun(MatmulReluModel(), {a, b});
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<ir::NDArray> got =
+        RunModel(*mm, {a, b}, {ir::NDArray::Zeros((*want)[0].dtype, (*want)[0].shape)});
+    ExpectClose(got[0], (*want)[0], absl::StrCat("m = ", m, ", n = ", n));
+  }
+  absl::StatusOr<driver::Artifact> rows =
+      driver::CompileModel(SoftmaxAndSumModel(), x86, options, nullptr);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::unique_ptr<runtime::Model> loaded = LoadArtifact(*rows);
+  ASSERT_NE(loaded, nullptr);
+  for (int64_t n : {1, 3}) {
+    ir::NDArray x = F32({n, 700}, Wave(n * 700, 3.0f));
+    absl::StatusOr<std::vector<ir::NDArray>> want = ImportAndRun(SoftmaxAndSumModel(), {x});
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<ir::NDArray> got =
+        RunModel(*loaded, {x},
+                 {ir::NDArray::Zeros((*want)[0].dtype, (*want)[0].shape),
+                  ir::NDArray::Zeros((*want)[1].dtype, (*want)[1].shape)});
+    ExpectClose(got[0], (*want)[0], absl::StrCat("softmax, n = ", n));
+    ExpectClose(got[1], (*want)[1], absl::StrCat("sum, n = ", n));
+  }
   EXPECT_THAT(driver::CompileOptions{}.Canonical(), Not(HasSubstr("schedule_as")));
 }
 
