@@ -762,10 +762,84 @@ class RowConv {
 
 }  // namespace
 
-std::optional<Matmul> MatchPointwiseConv(const Stmt& body) {
+namespace {
+
+// Any conv of one group as an implicit GEMM, for the GPU tiler: rows are output channels,
+// columns the output plane's positions p (oh = p / OW, ow = p % OW), and the reduction k runs
+// over (c, kh, kw) in the kernel's own order; B[k, p] is the input at the tap (clamped to the
+// input, zero where the tap is in the padding), computed as the tiles load. It sums in f32,
+// as the CPU's conv and matmul rules do.
+std::optional<Matmul> ConvAsImplicitGemm(const Conv& conv) {
+  arith::Analyzer analyzer;
+  const std::vector<PrimExpr>& xi = conv.x_indices;
+  // One group: the input channel is c, whatever the output channel (m < channels).
+  if (conv.channels->kind == ExprKind::kIntImm) {
+    analyzer.Bind(conv.m, {0, conv.channels->int_value - 1});
+  }
+  if (!conv.x->shape[1]->is_const_int(conv.cg) || conv.epilogue.empty() ||
+      !IsVar(analyzer.Simplify(xi[1]), conv.c)) {
+    return std::nullopt;
+  }
+  const Buffer& out = conv.epilogue[0]->buffer;
+  bool ok = true;
+  for (size_t s = 0; s < conv.epilogue.size(); ++s) {
+    const Stmt& store = conv.epilogue[s];
+    ok = ok && store->buffer == out;
+    ir::VisitExprs(store->value, [&](const PrimExpr& e) {
+      if (e->kind != ExprKind::kLoad) return;
+      if (s > 0 && e->buffer == conv.acc) ok = false;
+      if (!UsesAny(e, {conv.oh, conv.ow})) return;
+      // Indexed by position on a plane of the output's shape: [.., .., 0, p] is the same slot.
+      ok = ok && e->args.size() == 4 && IsVar(e->args[2], conv.oh) && IsVar(e->args[3], conv.ow) &&
+           analyzer.ProveEqual(e->buffer->shape[2], conv.height) &&
+           analyzer.ProveEqual(e->buffer->shape[3], conv.width);
+    });
+  }
+  if (!ok) return std::nullopt;
+  PrimExpr k = arith::MakeVar("k"), p = arith::MakeVar("p");
+  const int64_t taps = conv.taps_h * conv.taps_w;
+  std::vector<PrimExpr> from = {conv.c, conv.kh, conv.kw, conv.oh, conv.ow};
+  std::vector<PrimExpr> to = {arith::FloorDiv(k, I(taps)),
+                              arith::FloorMod(arith::FloorDiv(k, I(conv.taps_w)), I(conv.taps_h)),
+                              arith::FloorMod(k, I(conv.taps_w)), arith::FloorDiv(p, conv.width),
+                              arith::FloorMod(p, conv.width)};
+  auto at = [&](const PrimExpr& e) { return Replace(e, from, to); };
+  auto clamp = [&](const PrimExpr& e, const PrimExpr& extent) {
+    return arith::Max(arith::Min(at(e), extent - I(1)), I(0));
+  };
+  PrimExpr x = arith::Load(
+      conv.x, {conv.n, to[0], clamp(xi[2], conv.x->shape[2]), clamp(xi[3], conv.x->shape[3])});
+  PrimExpr inside = conv.row_ok && conv.col_ok ? And(conv.row_ok, conv.col_ok)
+                                               : (conv.row_ok ? conv.row_ok : conv.col_ok);
+  if (inside) x = arith::Select(at(inside), x, arith::FloatImm(0, x->dtype));
+  Matmul m{.batch = {{conv.n, conv.batch}},
+           .i = {conv.m, conv.channels},
+           .j = {p, conv.height * conv.width},
+           .k = k,
+           .depth = I(conv.cg * taps),
+           .c = out,
+           .c_flat_dims = 1,
+           .a_load = arith::Load(conv.w, {conv.m, to[0], to[1], to[2]}),
+           .b_load = x};
+  std::vector<PrimExpr> slot = {conv.n, conv.m, I(0), p};
+  PrimExpr sum = arith::Cast(conv.acc_t, arith::Load(out, slot));
+  for (const Stmt& s : conv.epilogue) {
+    PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& e) -> PrimExpr {
+      if (e->kind == ExprKind::kLoad && e->buffer == conv.acc) return sum;
+      return nullptr;
+    });
+    m.epilogue.push_back(ir::Store(out, slot, Replace(value, {conv.oh, conv.ow}, {I(0), p})));
+  }
+  return m;
+}
+
+}  // namespace
+
+std::optional<Matmul> MatchConvAsMatmul(const Stmt& body) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
-  return PointwiseConv(*conv).AsMatmul();
+  if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) return m;
+  return ConvAsImplicitGemm(*conv);
 }
 
 std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& target,

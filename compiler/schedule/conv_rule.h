@@ -11,9 +11,10 @@
 
 namespace kiln::schedule {
 
-// A pointwise conv (1x1, stride 1, no padding, one group) as the matmul over its flattened
-// plane that the conv rule hands the matmul rule; nullopt for any other kernel.
-std::optional<Matmul> MatchPointwiseConv(const ir::Stmt& body);
+// A conv of one group as a matmul over its output plane, for the GPU tiler: a pointwise one
+// as the conv rule hands the matmul rule, any other as an implicit GEMM whose B gathers the
+// input at each tap (zero in the padding). nullopt for any other kernel.
+std::optional<Matmul> MatchConvAsMatmul(const ir::Stmt& body);
 
 std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Target& target,
                                             const ConstantOf& constant_of = nullptr);

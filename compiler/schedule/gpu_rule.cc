@@ -34,7 +34,7 @@ ir::Stmt OneThread(const ir::Stmt& body) {
 
 ir::Stmt ScheduleForGpu(const ir::Stmt& body, const ir::Target& target) {
   std::optional<Matmul> matmul = MatchMatmul(body);
-  if (!matmul) matmul = MatchPointwiseConv(body);
+  if (!matmul) matmul = MatchConvAsMatmul(body);
   if (matmul) {
     if (std::optional<ir::Stmt> tiled = ScheduleMatmulForGpu(*matmul, target)) return *tiled;
   }

@@ -76,7 +76,8 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
 // run one after another with a barrier between them (phases), so values that pass from one
 // phase to the next live in the block's shared memory: allocations inside a gpu_block loop and
 // outside its gpu_thread loops.
-//  - A matmul (or pointwise conv) is tiled in shared memory (ScheduleMatmulForGpu).
+//  - A matmul, or a conv of one group as an implicit GEMM, is tiled in shared memory
+//    (ScheduleMatmulForGpu).
 //  - Rows that reduce (sums, softmax, norms) get a block each (ScheduleRowsForGpu).
 //  - Otherwise the kernel's outer data-parallel loops, fused into one index, are spread over
 //    blocks of target.threads_per_block threads, one iteration per thread (neighbouring threads

@@ -94,6 +94,31 @@ std::string SoftmaxAndSumModel() {
   return b.Serialize();
 }
 
+// relu(conv(x, w) + b), 3x3 taps, stride 2, padding 1: taps fall in the padding on every edge.
+std::string ConvReluModel() {
+  OnnxBuilder b;
+  b.Input("x", {"n", 3, 11, 13});
+  b.FloatInitializer("w", {8, 3, 3, 3}, Wave(8 * 27, 0.5f));
+  b.FloatInitializer("b", {8}, Wave(8, 0.1f));
+  onnx::NodeProto& conv = b.Node("Conv", {"x", "w", "b"}, {"t"});
+  OnnxBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  OnnxBuilder::IntsAttr(conv, "strides", {2, 2});
+  b.Node("Relu", {"t"}, {"y"});
+  b.Output("y", {"n", 8, 6, 7});
+  return b.Serialize();
+}
+
+TEST(GpuScheduleTest, AConvIsAnImplicitGemmWhoseTilesGatherTheTaps) {
+  std::string kernels = ScheduledKernels(ConvReluModel(), "cuda-sm80");
+  EXPECT_THAT(kernels, HasSubstr("alloc b_tile: f32[1024]")) << kernels;
+  // B[k, p]: the input at tap k of position p, clamped inside, zero in the padding.
+  EXPECT_THAT(kernels,
+              HasSubstr("A0[i0, floordiv(min(floordiv(e, 64) + k0 * 16, 26), 9), max(min("))
+      << kernels;
+  EXPECT_THAT(kernels, HasSubstr("out[i0, row, 0, col] = acc[(r * 4 + c) * 256 + gpu_t]"))
+      << kernels;
+}
+
 TEST(GpuScheduleTest, AMatmulIsTiledInSharedMemoryInPhases) {
   std::string kernels = ScheduledKernels(MatmulReluModel(), "cuda-sm80");
   EXPECT_THAT(kernels, HasSubstr(R"(
@@ -463,9 +488,10 @@ void ExpectClose(const ir::NDArray& got, const ir::NDArray& want, const std::str
   }
 }
 
-// The tiled matmul and the row reductions on the emulated device: partial tiles on every
-// edge, a partial last k step, rows of several blocks' worth.
-TEST(GpuEmulationTest, TiledMatmulsAndRowReductionsMatchTheReference) {
+// The tiled matmul, the conv as an implicit GEMM and the row reductions on the emulated
+// device: partial tiles on every edge, a partial last k step, taps in the padding, rows of
+// several blocks' worth.
+TEST(GpuEmulationTest, TiledMatmulsConvsAndRowReductionsMatchTheReference) {
   driver::CompileOptions options;
   options.schedule_as = *driver::ResolveTarget("cuda-sm80");
   ir::Target x86 = *driver::ResolveTarget("x86_64");
@@ -481,6 +507,19 @@ TEST(GpuEmulationTest, TiledMatmulsAndRowReductionsMatchTheReference) {
     std::vector<ir::NDArray> got =
         RunModel(*mm, {a, b}, {ir::NDArray::Zeros((*want)[0].dtype, (*want)[0].shape)});
     ExpectClose(got[0], (*want)[0], absl::StrCat("m = ", m, ", n = ", n));
+  }
+  absl::StatusOr<driver::Artifact> conv =
+      driver::CompileModel(ConvReluModel(), x86, options, nullptr);
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  std::unique_ptr<runtime::Model> cv = LoadArtifact(*conv);
+  ASSERT_NE(cv, nullptr);
+  for (int64_t n : {1, 2}) {
+    ir::NDArray x = F32({n, 3, 11, 13}, Wave(n * 3 * 11 * 13, 1.0f));
+    absl::StatusOr<std::vector<ir::NDArray>> want = ImportAndRun(ConvReluModel(), {x});
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<ir::NDArray> got =
+        RunModel(*cv, {x}, {ir::NDArray::Zeros((*want)[0].dtype, (*want)[0].shape)});
+    ExpectClose(got[0], (*want)[0], absl::StrCat("conv, n = ", n));
   }
   absl::StatusOr<driver::Artifact> rows =
       driver::CompileModel(SoftmaxAndSumModel(), x86, options, nullptr);
