@@ -157,8 +157,11 @@ class E2ETest : public ::testing::Test {
 
   std::string Server() const { return "127.0.0.1:" + std::to_string(port_); }
 
+  // KILN_CUDA_LIBRARY names no driver, so that a CUDA artifact fails the same way on every
+  // machine (tests/gpu/run.sh runs them on a GPU).
   CommandResult Kiln(const std::string& args) {
-    return RunCommand(std::string(KILN_PATH) + " " + args, dir_);
+    return RunCommand(
+        "KILN_CUDA_LIBRARY=/nonexistent/libcuda.so.1 " + std::string(KILN_PATH) + " " + args, dir_);
   }
 
   CommandResult Compile(const fs::path& model, const std::string& target, const fs::path& out) {
@@ -231,16 +234,26 @@ int Count(const std::string& text, const std::string& what) {
 }
 
 TEST_F(E2ETest, OneRequestGivesOneArtifactPerTargetEachCachedOnItsOwn) {
-  const std::string targets = " --target x86_64 --target aarch64 --target riscv64";
+  const std::string targets =
+      " --target x86_64 --target aarch64 --target riscv64 --target cuda-sm80";
   CommandResult r = Kiln("compile " + Quote(dir_ / "mlp.onnx") + targets + " --server " + Server() +
                          " --out " + Quote(dir_ / "first"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(Count(r.output, "cache miss"), 3) << r.output;
-  // EM_X86_64, EM_AARCH64, EM_RISCV.
+  EXPECT_EQ(Count(r.output, "cache miss"), 4) << r.output;
+  // EM_X86_64, EM_AARCH64, EM_RISCV; a CUDA artifact is host code for x86_64 carrying PTX.
   EXPECT_EQ(ElfMachine(dir_ / "first" / "x86_64" / "model.so"), 62);
   EXPECT_EQ(ElfMachine(dir_ / "first" / "aarch64" / "model.so"), 183);
   EXPECT_EQ(ElfMachine(dir_ / "first" / "riscv64" / "model.so"), 243);
+  EXPECT_EQ(ElfMachine(dir_ / "first" / "cuda-sm80" / "model.so"), 62);
+  std::ifstream manifest_file(dir_ / "first" / "cuda-sm80" / "manifest.json");
+  std::string manifest((std::istreambuf_iterator<char>(manifest_file)), {});
+  EXPECT_NE(manifest.find(R"("device": "cuda")"), std::string::npos) << manifest;
   CheckBatch(Quote(dir_ / "first" / "x86_64"), 2);
+  // Where the NVIDIA driver is missing, running the CUDA artifact says so.
+  r = Kiln("run " + Quote(dir_ / "first" / "cuda-sm80") + " --input x=" + Quote(dir_ / "x2.npy") +
+           " --out " + Quote(dir_ / "cuda-out"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("runs on a CUDA GPU"), std::string::npos) << r.output;
 
   r = Kiln("compile " + Quote(dir_ / "mlp.onnx") + " --target riscv64 --target x86_64-v3" +
            " --server " + Server() + " --out " + Quote(dir_ / "second"));
