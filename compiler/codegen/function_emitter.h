@@ -4,16 +4,23 @@
 // to kernels).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "compiler/codegen/math_library.h"
 #include "compiler/ir/graph.h"
+#include "compiler/ir/target.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
+
+namespace llvm {
+class TargetMachine;
+}  // namespace llvm
 
 namespace kiln::codegen {
 
@@ -54,6 +61,17 @@ struct ModuleState {
   std::map<std::string, int32_t> kernel_index;
   bool emulated_device = false;
 };
+
+// The LLVM module of only the kernels `kernels` of `ir`, each emitted and optimized as
+// BuildSharedObject emits it (internal, noinline), with no host functions or metadata
+// exports. Internal functions nobody calls are optimized away, so `add_exports` adds what
+// calls them (it gets every kernel's declaration by name) before the optimization. For the
+// JIT (jit.cc). INVALID_ARGUMENT when a name is not a kernel of `ir`. (llvm_codegen.cc)
+using AddExportsFn =
+    std::function<void(llvm::Module&, const std::map<std::string, llvm::Function*>&)>;
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildKernelModule(
+    llvm::LLVMContext& ctx, const ir::IRModule& ir, const std::vector<std::string>& kernels,
+    const ir::Target& target, llvm::TargetMachine& machine, const AddExportsFn& add_exports);
 
 struct DeviceCode;
 // The exports of a device artifact (emit_device.cc): kernel names, error ops, and the PTX or

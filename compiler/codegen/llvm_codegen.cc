@@ -122,6 +122,28 @@ void AllowMultiplyAddContraction(llvm::Function& kernel) {
   }
 }
 
+// Gives every defined function of `module` the target's cpu, features and vector width, and
+// runs LLVM's verifier.
+absl::Status FinishModule(llvm::Module& module, llvm::TargetMachine& machine,
+                          const ir::Target& target) {
+  for (llvm::Function& fn : module) {
+    if (fn.isDeclaration()) continue;
+    fn.addFnAttr("target-cpu", machine.getTargetCPU());
+    // The schedule sized its tiles for the target's vectors; LLVM otherwise prefers 256 bits
+    // on AVX-512 CPUs.
+    fn.addFnAttr("prefer-vector-width", std::to_string(target.vector_bits));
+    if (!machine.getTargetFeatureString().empty()) {
+      fn.addFnAttr("target-features", machine.getTargetFeatureString());
+    }
+  }
+  std::string errors;
+  llvm::raw_string_ostream stream(errors);
+  if (llvm::verifyModule(module, &stream)) {
+    return absl::InternalError("LLVM verifier rejected the generated module: " + stream.str());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(
     llvm::LLVMContext& ctx, const ir::IRModule& ir, const std::string& signature,
     llvm::TargetMachine& machine, const ir::Target& target, const DeviceCode* device) {
@@ -163,21 +185,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(
   for (const auto& [name, func] : ir.prim_funcs) {
     if (!func.is_host && emitted(func)) AllowMultiplyAddContraction(*state.functions.at(name));
   }
-  for (llvm::Function& fn : *module) {
-    if (fn.isDeclaration()) continue;
-    fn.addFnAttr("target-cpu", machine.getTargetCPU());
-    // The schedule sized its tiles for the target's vectors; LLVM otherwise prefers 256 bits
-    // on AVX-512 CPUs.
-    fn.addFnAttr("prefer-vector-width", std::to_string(target.vector_bits));
-    if (!machine.getTargetFeatureString().empty()) {
-      fn.addFnAttr("target-features", machine.getTargetFeatureString());
-    }
-  }
-  std::string errors;
-  llvm::raw_string_ostream stream(errors);
-  if (llvm::verifyModule(*module, &stream)) {
-    return absl::InternalError("LLVM verifier rejected the generated module: " + stream.str());
-  }
+  KILN_RETURN_IF_ERROR(FinishModule(*module, machine, target));
   return module;
 }
 
@@ -204,6 +212,31 @@ absl::Status CheckDiagnostics(const std::string& errors) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildKernelModule(
+    llvm::LLVMContext& ctx, const ir::IRModule& ir, const std::vector<std::string>& kernels,
+    const ir::Target& target, llvm::TargetMachine& machine, const AddExportsFn& add_exports) {
+  auto module = std::make_unique<llvm::Module>("kiln", ctx);
+  module->setTargetTriple(machine.getTargetTriple().str());
+  module->setDataLayout(machine.createDataLayout());
+  module->setPICLevel(llvm::PICLevel::BigPIC);
+  ModuleState state(*module, ir);
+  for (const std::string& name : kernels) {
+    auto it = ir.prim_funcs.find(name);
+    if (it == ir.prim_funcs.end() || it->second.is_host) {
+      return absl::InvalidArgumentError("the module has no kernel named " + name);
+    }
+    state.functions[name] = DeclareFunction(*module, name, it->second, false);
+  }
+  for (const std::string& name : kernels) {
+    FunctionEmitter(state, ir.prim_funcs.at(name), state.functions.at(name)).Emit();
+  }
+  for (const std::string& name : kernels) AllowMultiplyAddContraction(*state.functions.at(name));
+  add_exports(*module, state.functions);
+  KILN_RETURN_IF_ERROR(FinishModule(*module, machine, target));
+  OptimizeModule(*module, machine);
+  return module;
+}
 
 absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
                                               const std::string& signature,

@@ -1,0 +1,468 @@
+#include "compiler/tune/measure.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "compiler/arith/check.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/codegen/jit.h"
+#include "compiler/ir/stmt_functor.h"
+
+namespace kiln::tune {
+
+namespace {
+
+using arith::DataType;
+
+// A KilnEnv for one kernel: parallel loops run serially, workspace comes from aligned malloc,
+// index errors are kept for the measurement to report.
+struct MeasureEnv {
+  KilnEnv env{};
+  std::string index_error;
+
+  MeasureEnv() {
+    env.self = this;
+    env.alloc = [](void*, int64_t bytes) -> void* {
+      return std::aligned_alloc(64, std::max<int64_t>(64, (bytes + 63) / 64 * 64));
+    };
+    env.free = [](void*, void* ptr) { std::free(ptr); };
+    env.parallel_for = [](void*, int64_t num_tasks, int32_t (*task)(void*, int64_t, int64_t),
+                          void* closure) { return task(closure, 0, num_tasks); };
+    env.index_error = [](void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
+                         const char* op) {
+      auto* me = static_cast<MeasureEnv*>(self);
+      if (!me->index_error.empty()) return;
+      me->index_error =
+          absl::StrCat("index error in ", op, ": index ", index, " out of range for dimension ",
+                       dim, " of size ", size, " (input ", input, ")");
+    };
+  }
+};
+
+// IEEE half <-> float, for f16 buffers (the values are the few exact ones FillRandom makes
+// and whatever a kernel computes from them).
+float HalfToFloat(uint16_t h) {
+  const int sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float value;
+  if (exponent == 0) {
+    value = std::ldexp(static_cast<float>(mantissa), -24);
+  } else if (exponent == 31) {
+    value = mantissa ? NAN : INFINITY;
+  } else {
+    value = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+  return sign ? -value : value;
+}
+
+uint16_t EighthsToHalf(int eighths) {  // eighths / 8, for |eighths| <= 8
+  if (eighths == 0) return 0;
+  const uint16_t sign = eighths < 0 ? 0x8000 : 0;
+  int m = std::abs(eighths), e = -3;  // value = m * 2^e
+  while (m < 0x400) m <<= 1, --e;
+  return sign | static_cast<uint16_t>(((e + 25) << 10) | (m & 0x3ff));
+}
+
+// One buffer's bytes, 64-byte aligned as the runtime's tensors are.
+struct HostBuffer {
+  std::string name;
+  DataType dtype;
+  int64_t elements = 0;
+  std::vector<uint64_t> words;  // 8-byte units keep the data aligned enough for any dtype
+  void* data() { return words.data(); }
+  const void* data() const { return words.data(); }
+};
+
+void FillRandom(HostBuffer& buffer, std::mt19937_64& random) {
+  std::uniform_real_distribution<double> real(-1, 1);
+  std::uniform_int_distribution<int> small(-4, 4), eighths(-8, 8), bit(0, 1);
+  for (int64_t i = 0; i < buffer.elements; ++i) {
+    const DataType t = buffer.dtype;
+    char* at = static_cast<char*>(buffer.data()) + i * t.bytes();
+    if (t.is_float() && t.bits == 32) {
+      float v = real(random);
+      std::memcpy(at, &v, 4);
+    } else if (t.is_float() && t.bits == 64) {
+      double v = real(random);
+      std::memcpy(at, &v, 8);
+    } else if (t.is_float() && t.bits == 16) {
+      uint16_t v = EighthsToHalf(eighths(random));
+      std::memcpy(at, &v, 2);
+    } else {
+      int64_t v = t.code == DataType::kBool   ? bit(random)
+                  : t.code == DataType::kUInt ? std::abs(small(random))
+                                              : small(random);
+      std::memcpy(at, &v, t.bytes());  // little endian: the low bytes
+    }
+  }
+}
+
+double FloatElement(const HostBuffer& buffer, int64_t i) {
+  const char* at = static_cast<const char*>(buffer.data()) + i * buffer.dtype.bytes();
+  if (buffer.dtype.bits == 64) {
+    double v;
+    std::memcpy(&v, at, 8);
+    return v;
+  }
+  if (buffer.dtype.bits == 16) {
+    uint16_t v;
+    std::memcpy(&v, at, 2);
+    return HalfToFloat(v);
+  }
+  float v;
+  std::memcpy(&v, at, 4);
+  return v;
+}
+
+// "" when `actual` matches `expected`, else the first differing element.
+std::string Compare(const HostBuffer& actual, const HostBuffer& expected) {
+  const int bytes = expected.dtype.bytes();
+  for (int64_t i = 0; i < expected.elements; ++i) {
+    if (expected.dtype.is_float()) {
+      double a = FloatElement(actual, i), e = FloatElement(expected, i);
+      if (std::isnan(a) && std::isnan(e)) continue;
+      if (std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e)) continue;
+      return absl::StrCat("buffer ", expected.name, " differs at element ", i, ": ", a,
+                          ", expected ", e);
+    }
+    const char* a = static_cast<const char*>(actual.data()) + i * bytes;
+    const char* e = static_cast<const char*>(expected.data()) + i * bytes;
+    if (std::memcmp(a, e, bytes) == 0) continue;
+    int64_t av = 0, ev = 0;
+    std::memcpy(&av, a, bytes);
+    std::memcpy(&ev, e, bytes);
+    return absl::StrCat("buffer ", expected.name, " differs at element ", i, ": ", av,
+                        ", expected ", ev);
+  }
+  return "";
+}
+
+absl::StatusOr<const ir::PrimFunc*> FindKernel(const ir::IRModule& module,
+                                               const std::string& kernel, const char* which) {
+  auto it = module.prim_funcs.find(kernel);
+  if (it == module.prim_funcs.end() || it->second.is_host) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", which, " module has no kernel named ", kernel));
+  }
+  return &it->second;
+}
+
+// The buffers of `func` with their shapes at `values`, filled from `seed`.
+absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(
+    const ir::PrimFunc& func, const std::map<std::string, int64_t>& values, uint64_t seed) {
+  auto lookup = [&](const arith::ExprNode& var) -> std::optional<int64_t> {
+    auto it = values.find(var.name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+  std::mt19937_64 random(seed);
+  std::vector<HostBuffer> buffers;
+  for (const arith::Buffer& b : func.buffers) {
+    HostBuffer buffer{b->name, b->dtype};
+    buffer.elements = 1;
+    for (const arith::PrimExpr& dim : b->shape) {
+      absl::StatusOr<int64_t> extent = arith::EvaluateInt(dim, lookup);
+      if (!extent.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("kernel ", func.name, ": shape of buffer ",
+                                                       b->name, ": ", extent.status().message()));
+      }
+      if (*extent < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel ", func.name, ": buffer ", b->name, " has a negative extent"));
+      }
+      buffer.elements *= *extent;
+    }
+    buffer.words.assign((buffer.elements * b->dtype.bytes() + 7) / 8, 0);
+    FillRandom(buffer, random);
+    buffers.push_back(std::move(buffer));
+  }
+  return buffers;
+}
+
+// The indices of the buffers `func` stores to.
+std::set<size_t> WrittenBuffers(const ir::PrimFunc& func) {
+  std::set<std::string> names;
+  ir::VisitStmts(func.body, [&](const ir::StmtNode& s) {
+    if (s.kind == ir::StmtKind::kStore) names.insert(s.buffer->name);
+  });
+  std::set<size_t> written;
+  for (size_t i = 0; i < func.buffers.size(); ++i) {
+    if (names.count(func.buffers[i]->name)) written.insert(i);
+  }
+  return written;
+}
+
+absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFunc& reference) {
+  bool same = candidate.buffers.size() == reference.buffers.size() &&
+              candidate.scalars.size() == reference.scalars.size();
+  for (size_t i = 0; same && i < reference.buffers.size(); ++i) {
+    same = candidate.buffers[i]->dtype == reference.buffers[i]->dtype &&
+           candidate.buffers[i]->shape.size() == reference.buffers[i]->shape.size();
+  }
+  for (size_t i = 0; same && i < reference.scalars.size(); ++i) {
+    same = candidate.scalars[i]->name == reference.scalars[i]->name;
+  }
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError("kernel " + reference.name +
+                                    ": the candidate takes other buffers or scalars than the "
+                                    "reference");
+}
+
+// The median and the minimum of m.times_ns (not empty).
+void Summarize(Measurement& m) {
+  std::vector<int64_t> sorted = m.times_ns;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  m.median_ns = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  m.min_ns = sorted.front();
+}
+
+// Runs `kernel` once on `buffers`; the index error it reported, if any.
+std::string RunOnce(const codegen::JitKernel& kernel, std::vector<HostBuffer>& buffers,
+                    const std::vector<int64_t>& scalars) {
+  std::vector<void*> data;
+  for (HostBuffer& b : buffers) data.push_back(b.data());
+  MeasureEnv env;
+  kernel.Run(&env.env, data.data(), scalars.data());
+  return env.index_error;
+}
+
+}  // namespace
+
+absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
+                                          const ir::IRModule& reference, const std::string& kernel,
+                                          const std::map<std::string, int64_t>& scalar_values,
+                                          const MeasureOptions& options) {
+  ir::Target target;
+  if (options.target) {
+    target = *options.target;
+  } else {
+    KILN_ASSIGN_OR_RETURN(target, codegen::HostTarget());
+  }
+  KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* reference_func,
+                        FindKernel(reference, kernel, "reference"));
+  KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* candidate_func,
+                        FindKernel(candidate, kernel, "candidate"));
+  KILN_RETURN_IF_ERROR(CheckSameSignature(*candidate_func, *reference_func));
+  std::vector<int64_t> scalars;
+  for (const arith::PrimExpr& s : reference_func->scalars) {
+    auto it = scalar_values.find(s->name);
+    if (it == scalar_values.end()) {
+      return absl::InvalidArgumentError("kernel " + kernel + ": no value for scalar " + s->name);
+    }
+    scalars.push_back(it->second);
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<HostBuffer> expected,
+                        AllocateBuffers(*reference_func, scalar_values, options.seed));
+  KILN_ASSIGN_OR_RETURN(std::vector<HostBuffer> actual,
+                        AllocateBuffers(*candidate_func, scalar_values, options.seed));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (actual[i].elements != expected[i].elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel ", kernel, ": buffer ", expected[i].name, " has ", actual[i].elements,
+          " elements in the candidate and ", expected[i].elements, " in the reference"));
+    }
+  }
+
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> reference_kernel,
+                        codegen::JitCompileKernel(reference, kernel, target));
+  if (std::string error = RunOnce(*reference_kernel, expected, scalars); !error.empty()) {
+    return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
+  }
+  Measurement m;
+  absl::StatusOr<std::unique_ptr<codegen::JitKernel>> compiled =
+      codegen::JitCompileKernel(candidate, kernel, target);
+  if (!compiled.ok()) {
+    m.failure = absl::StrCat("the candidate does not compile: ", compiled.status().message());
+    return m;
+  }
+  if (std::string error = RunOnce(**compiled, actual, scalars); !error.empty()) {
+    m.failure = error;
+    return m;
+  }
+  std::set<size_t> written = WrittenBuffers(*reference_func);
+  written.merge(WrittenBuffers(*candidate_func));
+  for (size_t i : written) {
+    if (std::string diff = Compare(actual[i], expected[i]); !diff.empty()) {
+      m.failure = diff;
+      return m;
+    }
+  }
+
+  std::vector<void*> data;
+  for (HostBuffer& b : actual) data.push_back(b.data());
+  MeasureEnv env;
+  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    (*compiled)->Run(&env.env, data.data(), scalars.data());
+    auto end = std::chrono::steady_clock::now();
+    if (!env.index_error.empty()) {
+      m.failure = env.index_error;
+      return m;
+    }
+    if (i < options.warmup) continue;
+    m.times_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+  }
+  if (m.times_ns.empty()) {
+    m.failure = "no repeats asked for";
+    return m;
+  }
+  Summarize(m);
+  m.ok = true;
+  return m;
+}
+
+namespace {
+
+// The child's answer, a line per field: "code N", "message TEXT" (an error status), or "ok
+// 0|1", "failure TEXT", "times T1 T2 ..."; TEXT has its newlines and backslashes escaped.
+std::string Escape(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string Unescape(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      out += text[++i] == 'n' ? '\n' : text[i];
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string Serialize(const absl::StatusOr<Measurement>& result) {
+  if (!result.ok()) {
+    return absl::StrCat("code ", static_cast<int>(result.status().code()), "\nmessage ",
+                        Escape(result.status().message()), "\n");
+  }
+  return absl::StrCat("ok ", result->ok ? 1 : 0, "\nfailure ", Escape(result->failure), "\ntimes ",
+                      absl::StrJoin(result->times_ns, " "), "\nend\n");
+}
+
+absl::StatusOr<Measurement> Deserialize(const std::string& text) {
+  Measurement m;
+  int code = 0;
+  std::string message;
+  bool complete = false;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    if (kv.first == "code") {
+      code = std::atoi(std::string(kv.second).c_str());
+    } else if (kv.first == "message") {
+      message = Unescape(kv.second);
+    } else if (kv.first == "ok") {
+      m.ok = kv.second == "1";
+    } else if (kv.first == "failure") {
+      m.failure = Unescape(kv.second);
+    } else if (kv.first == "times") {
+      for (absl::string_view t : absl::StrSplit(kv.second, ' ', absl::SkipEmpty())) {
+        m.times_ns.push_back(std::atoll(std::string(t).c_str()));
+      }
+    } else if (kv.first == "end") {
+      complete = true;
+    }
+  }
+  if (code != 0) return absl::Status(static_cast<absl::StatusCode>(code), message);
+  if (!complete) return absl::InternalError("the measuring process answered garbage: " + text);
+  if (!m.times_ns.empty()) Summarize(m);
+  return m;
+}
+
+Measurement Failed(std::string failure) {
+  Measurement m;
+  m.failure = std::move(failure);
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<Measurement> MeasureKernelIsolated(
+    const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);  // a crash should not spend the timeout dumping core
+    std::string answer =
+        Serialize(MeasureKernel(candidate, reference, kernel, scalar_values, options));
+    for (size_t done = 0; done < answer.size();) {
+      ssize_t n = write(fds[1], answer.data() + done, answer.size() - done);
+      if (n <= 0) _exit(2);
+      done += n;
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  std::string answer;
+  bool timed_out = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;  // timeout: the loop sees it
+    char chunk[4096];
+    ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the child closed its end: it has answered or died
+    answer.append(chunk, n);
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const std::string seconds = absl::StrCat(options.timeout.count() / 1000.0);
+  if (timed_out) return Failed("timed out after " + seconds + " s and was killed");
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return Failed(absl::StrCat("crashed: killed by signal ", sig, " (", strsignal(sig), ")"));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Failed(absl::StrCat("the measuring process exited with status ", WEXITSTATUS(status)));
+  }
+  return Deserialize(answer);
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,58 @@
+// Measures one kernel as the tuner sees it: a candidate schedule of the kernel, compiled with
+// the JIT for this machine, checked against a reference (the default schedule) on the same
+// random inputs, then timed. MeasureKernelIsolated does it in a child process, so a
+// candidate that crashes or runs away costs a failed measurement, never the caller.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/graph.h"
+#include "compiler/ir/target.h"
+
+namespace kiln::tune {
+
+struct MeasureOptions {
+  int warmup = 2;
+  int repeats = 5;
+  uint64_t seed = 1;  // of the random inputs
+  // MeasureKernelIsolated: how long the child may take, compiling included.
+  std::chrono::milliseconds timeout{10000};
+  // The machine the kernel is compiled for; this machine ("host") when unset.
+  std::optional<ir::Target> target;
+};
+
+struct Measurement {
+  // False: the candidate failed (did not compile, reported an index error, wrote other
+  // values than the reference, crashed, timed out) and `failure` says how.
+  bool ok = false;
+  std::string failure;
+  std::vector<int64_t> times_ns;  // one per repeat, in run order
+  int64_t median_ns = 0;
+  int64_t min_ns = 0;
+};
+
+// Allocates the buffers of kernel `kernel` with its scalars at `scalar_values` (every scalar
+// the kernel takes needs a value), fills them with random values (floats in [-1, 1], ints in
+// [-4, 4]), runs the reference's kernel and the candidate's on copies, compares every buffer
+// the kernel writes (rtol 1e-4, atol 1e-5), then times options.warmup + options.repeats runs
+// of the candidate. An error status is a bad request or a reference that does not run (no
+// such kernel, a missing scalar, kernels with different buffers, a target not this machine).
+absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
+                                          const ir::IRModule& reference, const std::string& kernel,
+                                          const std::map<std::string, int64_t>& scalar_values,
+                                          const MeasureOptions& options);
+
+// MeasureKernel in a forked child process, killed after options.timeout. A child killed by
+// a signal or by the timeout is a failed measurement naming the signal or the timeout. The
+// JIT runs in the child only, so the caller's process never forks LLVM's threads.
+absl::StatusOr<Measurement> MeasureKernelIsolated(
+    const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options);
+
+}  // namespace kiln::tune

@@ -1,0 +1,137 @@
+// The tuner's measurement harness: a kernel compiled with the JIT, checked against a
+// reference and timed, and a candidate that computes wrong values, crashes or never ends
+// reported as a failed measurement while the test process carries on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/codegen/jit.h"
+#include "compiler/driver/driver.h"
+#include "compiler/driver/pipeline.h"
+#include "compiler/ir/parser.h"
+#include "compiler/tune/measure.h"
+#include "tests/support/onnx_builder.h"
+
+namespace kiln::tune {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+ir::IRModule Parse(const std::string& text) {
+  absl::StatusOr<ir::IRModule> module = ir::ParseModule(text);
+  EXPECT_TRUE(module.ok()) << module.status();
+  return module.ok() ? *std::move(module) : ir::IRModule{};
+}
+
+// `B = A * 2` over n elements, and variants of its body.
+ir::IRModule Scale(const std::string& body) {
+  return Parse(
+      "prim_func @scale(A: f32[n], B: f32[n], n: i64) {\n  for i in range(0, n) serial {\n" + body +
+      "\n  }\n}\n");
+}
+const char kScale[] = "    B[i] = A[i] * 2.0";
+
+// [n, 64] x [64, 32] through the real pipeline up to scheduling, for the x86_64 preset.
+ir::IRModule ScheduledMatmul(std::string* kernel) {
+  kiln::testing::OnnxBuilder b;
+  b.Input("a", {"n", 64});
+  b.Input("w", {64, 32});
+  b.Node("MatMul", {"a", "w"}, {"y"});
+  b.Output("y", {"n", 32});
+  absl::StatusOr<ir::IRModule> imported = driver::ImportModel(b.Serialize());
+  EXPECT_TRUE(imported.ok()) << imported.status();
+  if (!imported.ok()) return {};
+  ir::Target target = *ir::ParseTarget("x86_64");
+  absl::StatusOr<ir::IRModule> scheduled =
+      driver::RunPipeline(*std::move(imported), nullptr, "schedule", &target);
+  EXPECT_TRUE(scheduled.ok()) << scheduled.status();
+  if (!scheduled.ok()) return {};
+  for (const auto& [name, func] : scheduled->prim_funcs) {
+    if (!func.is_host && name.rfind("matmul", 0) == 0) *kernel = name;
+  }
+  EXPECT_FALSE(kernel->empty()) << ir::ToString(*scheduled);
+  return *std::move(scheduled);
+}
+
+TEST(MeasureTest, AMatmulKernelMatchesItselfAndIsTimed) {
+  std::string kernel;
+  ir::IRModule module = ScheduledMatmul(&kernel);
+  ASSERT_FALSE(kernel.empty());
+  MeasureOptions options;
+  options.warmup = 1;
+  options.repeats = 7;
+  for (bool isolated : {false, true}) {
+    absl::StatusOr<Measurement> m =
+        isolated ? MeasureKernelIsolated(module, module, kernel, {{"n", 48}}, options)
+                 : MeasureKernel(module, module, kernel, {{"n", 48}}, options);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_TRUE(m->ok) << m->failure;
+    EXPECT_EQ(m->times_ns.size(), 7u);
+    EXPECT_GT(m->median_ns, 0);
+    EXPECT_GT(m->min_ns, 0);
+    EXPECT_LE(m->min_ns, m->median_ns);
+  }
+}
+
+TEST(MeasureTest, AWrongCandidateIsAMismatchNamingTheBuffer) {
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(
+      Scale("    B[i] = A[i] * 3.0"), Scale(kScale), "scale", {{"n", 100}}, MeasureOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->ok);
+  EXPECT_THAT(m->failure, StartsWith("buffer B differs at element 0: "));
+  EXPECT_TRUE(m->times_ns.empty());
+}
+
+TEST(MeasureTest, ACrashingCandidateIsContained) {
+  // Element i * 2^40 of B lies terabytes away from it.
+  absl::StatusOr<Measurement> m =
+      MeasureKernelIsolated(Scale("    B[i * 1099511627776] = A[i]"), Scale(kScale), "scale",
+                            {{"n", 100}}, MeasureOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->ok);
+  EXPECT_THAT(m->failure, HasSubstr("killed by signal"));
+}
+
+TEST(MeasureTest, ACandidateThatNeverEndsIsKilledAfterTheTimeout) {
+  MeasureOptions options;
+  options.timeout = std::chrono::seconds(1);
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(
+      Scale("    for j in range(0, 1000000000000000) serial {\n      B[i] = B[i] + A[i]\n    }"),
+      Scale(kScale), "scale", {{"n", 100}}, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->ok);
+  EXPECT_THAT(m->failure, HasSubstr("timed out after 1 s"));
+}
+
+TEST(MeasureTest, BadRequestsAreErrors) {
+  ir::IRModule scale = Scale(kScale);
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(scale, scale, "scale", {}, {});
+  EXPECT_THAT(m.status().message(), HasSubstr("no value for scalar n"));
+  m = MeasureKernel(scale, scale, "nope", {{"n", 4}}, {});
+  EXPECT_THAT(m.status().message(), HasSubstr("no kernel named nope"));
+  MeasureOptions options;
+  options.target = *ir::ParseTarget("aarch64");
+  m = MeasureKernel(scale, scale, "scale", {{"n", 4}}, options);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), HasSubstr("target aarch64"));
+}
+
+TEST(JitTest, RunsAKernelThroughItsEntry) {
+  ir::IRModule scale = Scale(kScale);
+  absl::StatusOr<std::unique_ptr<codegen::JitKernel>> jit =
+      codegen::JitCompileKernel(scale, "scale", *ir::ParseTarget("x86_64"));
+  ASSERT_TRUE(jit.ok()) << jit.status();
+  float a[3] = {1, 2, 3}, b[3] = {0, 0, 0};
+  void* buffers[] = {a, b};
+  int64_t scalars[] = {3};
+  KilnEnv env{};
+  (*jit)->Run(&env, buffers, scalars);
+  EXPECT_EQ(b[0], 2);
+  EXPECT_EQ(b[2], 6);
+}
+
+}  // namespace
+}  // namespace kiln::tune
