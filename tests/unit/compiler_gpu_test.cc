@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kiln/artifact_abi.h"
 #include "runtime/testing/fake_libcuda.h"
+#include "tests/support/fake_cuda.h"
 #include "tests/support/import_and_run.h"
 #include "tests/support/schedule_check.h"
 #include "tests/support/tensors.h"
@@ -340,30 +341,16 @@ TEST(GpuDriverTest, ACudaArtifactIsAnX86SharedObjectCarryingItsPtx) {
   EXPECT_THAT(artifact->manifest_json, HasSubstr("\"device\": \"cuda\""));
 }
 
-template <typename Fn>
-Fn Symbol(void* handle, const char* name) {
-  void* address = dlsym(handle, name);
-  EXPECT_NE(address, nullptr) << name;
-  return reinterpret_cast<Fn>(address);
-}
-
 // A CUDA artifact run through the driver API, with no GPU: the fake driver of
 // runtime/testing/ runs each launch with the same kernel compiled for the CPU (from the
 // emulated artifact of the same model), so the host code's copies, constants, launch grids and
 // kernel parameters are all checked by the results.
 class CudaArtifactTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    setenv("KILN_CUDA_LIBRARY", KILN_FAKE_LIBCUDA, 1);
-    driver_ = dlopen(KILN_FAKE_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(driver_, nullptr) << dlerror();
-    Symbol<FakeCudaResetFn>(driver_, "fake_cuda_reset")();
-  }
+  void SetUp() override { ASSERT_TRUE(driver_.ok()); }
   void TearDown() override {
     model_.reset();
     for (void* handle : emulated_) dlclose(handle);
-    if (driver_ != nullptr) dlclose(driver_);
-    unsetenv("KILN_CUDA_LIBRARY");
   }
 
   void Load(const std::string& onnx) {
@@ -388,20 +375,15 @@ class CudaArtifactTest : public ::testing::Test {
     std::istringstream names(Symbol<KilnGpuTextFn>(emulated, KILN_SYMBOL_GPU_KERNELS)());
     const KilnEmulatedKernelFn* kernels =
         Symbol<KilnGpuEmulatedKernelsFn>(emulated, KILN_SYMBOL_GPU_EMULATED_KERNELS)();
-    auto set_kernel = Symbol<FakeCudaSetKernelFn>(driver_, "fake_cuda_set_kernel");
+    auto set_kernel = driver_.Control<FakeCudaSetKernelFn>("fake_cuda_set_kernel");
     for (std::string name; std::getline(names, name); ++kernels) set_kernel(name.c_str(), *kernels);
     model_ = LoadArtifact(*cuda);
     ASSERT_NE(model_, nullptr);
   }
 
-  std::vector<FakeCudaLaunch> Launches() {
-    int count = 0;
-    const FakeCudaLaunch* launches =
-        Symbol<FakeCudaLaunchesFn>(driver_, "fake_cuda_launches")(&count);
-    return std::vector<FakeCudaLaunch>(launches, launches + count);
-  }
+  std::vector<FakeCudaLaunch> Launches() { return driver_.Launches(); }
 
-  void* driver_ = nullptr;
+  FakeCuda driver_{KILN_FAKE_LIBCUDA};
   std::vector<void*> emulated_;
   std::unique_ptr<runtime::Model> model_;
 };

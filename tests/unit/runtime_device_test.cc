@@ -17,6 +17,7 @@
 #include "runtime/src/call_env.h"
 #include "runtime/src/device.h"
 #include "runtime/testing/fake_libcuda.h"
+#include "tests/support/fake_cuda.h"
 
 namespace kiln::runtime {
 namespace {
@@ -231,29 +232,15 @@ TEST(CallEnvDeviceTest, ClaimedRecordReadsAsTheIndexErrorOfTheCpu) {
 
 // ---- The CUDA device, over the fake driver.
 
-template <typename Fn>
-Fn Symbol(void* handle, const char* name) {
-  void* address = dlsym(handle, name);
-  EXPECT_NE(address, nullptr) << name;
-  return reinterpret_cast<Fn>(address);
-}
-
 class FakeCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    setenv("KILN_CUDA_LIBRARY", KILN_FAKE_LIBCUDA, 1);
-    // The same file as the runtime's, so the same instance of the fake.
-    driver_ = dlopen(KILN_FAKE_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(driver_, nullptr) << dlerror();
-    Symbol<FakeCudaResetFn>(driver_, "fake_cuda_reset")();
-    launches_ = Symbol<FakeCudaLaunchesFn>(driver_, "fake_cuda_launches");
-    live_allocations_ = Symbol<FakeCudaLiveAllocationsFn>(driver_, "fake_cuda_live_allocations");
+    ASSERT_TRUE(driver_.ok());
+    live_allocations_ = driver_.Control<FakeCudaLiveAllocationsFn>("fake_cuda_live_allocations");
   }
   void TearDown() override {
     model_.reset();
     if (artifact_ != nullptr) dlclose(artifact_);
-    dlclose(driver_);
-    unsetenv("KILN_CUDA_LIBRARY");
   }
 
   // Loads device_ptx, whose launches the fake runs with the artifact's kernel for the CPU.
@@ -264,19 +251,14 @@ class FakeCudaTest : public ::testing::Test {
     ASSERT_NE(model_, nullptr) << error;
     artifact_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(artifact_, nullptr) << dlerror();
-    Symbol<FakeCudaSetKernelFn>(driver_, "fake_cuda_set_kernel")(
-        "scale_add", Symbol<KilnEmulatedKernelFn>(artifact_, "test_device_scale_add"));
+    driver_.Control<FakeCudaSetKernelFn>("fake_cuda_set_kernel")(
+        "scale_add", testing::Symbol<KilnEmulatedKernelFn>(artifact_, "test_device_scale_add"));
   }
 
-  std::vector<FakeCudaLaunch> Launches() {
-    int count = 0;
-    const FakeCudaLaunch* launches = launches_(&count);
-    return std::vector<FakeCudaLaunch>(launches, launches + count);
-  }
+  std::vector<FakeCudaLaunch> Launches() { return driver_.Launches(); }
 
-  void* driver_ = nullptr;
+  testing::FakeCuda driver_{KILN_FAKE_LIBCUDA};
   void* artifact_ = nullptr;
-  FakeCudaLaunchesFn launches_ = nullptr;
   FakeCudaLiveAllocationsFn live_allocations_ = nullptr;
   std::unique_ptr<Model> model_;
 };
@@ -328,7 +310,7 @@ TEST_F(FakeCudaTest, DeviceIndexErrorIsReportedAsOnTheCpu) {
   ASSERT_NO_FATAL_FAILURE(LoadPtxModel());
   // {claimed, input, dim, op id, index, size}: what the kernel would write for k = 7.
   const int64_t record[6] = {1, 1, 0, 0, 7, 4};
-  Symbol<FakeCudaClaimIndexErrorFn>(driver_, "fake_cuda_claim_index_error")(record);
+  driver_.Control<FakeCudaClaimIndexErrorFn>("fake_cuda_claim_index_error")(record);
   std::vector<float> x = Iota(5), y;
   EXPECT_EQ(RunScaleAdd(*model_, x, 1, &y), kIndexErrorMessage);
   // The record is cleared before the next run.
@@ -338,7 +320,7 @@ TEST_F(FakeCudaTest, DeviceIndexErrorIsReportedAsOnTheCpu) {
 
 TEST_F(FakeCudaTest, LaunchFailureIsClearAndTheModelStaysUsable) {
   ASSERT_NO_FATAL_FAILURE(LoadPtxModel());
-  Symbol<FakeCudaFailLaunchesFn>(driver_, "fake_cuda_fail_launches")(1);
+  driver_.Control<FakeCudaFailLaunchesFn>("fake_cuda_fail_launches")(1);
   std::vector<float> x = Iota(9), y;
   EXPECT_EQ(RunScaleAdd(*model_, x, 1, &y),
             "launch of kernel 'scale_add' (3 blocks of 4 threads) failed: "
@@ -350,7 +332,7 @@ TEST_F(FakeCudaTest, LaunchFailureIsClearAndTheModelStaysUsable) {
 
 TEST_F(FakeCudaTest, AllocationFailureIsClearAndTheModelStaysUsable) {
   ASSERT_NO_FATAL_FAILURE(LoadPtxModel());
-  auto fail_alloc_above = Symbol<FakeCudaFailAllocAboveFn>(driver_, "fake_cuda_fail_alloc_above");
+  auto fail_alloc_above = driver_.Control<FakeCudaFailAllocAboveFn>("fake_cuda_fail_alloc_above");
   fail_alloc_above(16);
   std::vector<float> x = Iota(10), y;
   EXPECT_EQ(RunScaleAdd(*model_, x, 1, &y),
@@ -363,7 +345,7 @@ TEST_F(FakeCudaTest, AllocationFailureIsClearAndTheModelStaysUsable) {
 }
 
 TEST_F(FakeCudaTest, NoDeviceFailsTheLoad) {
-  Symbol<FakeCudaSetDeviceCountFn>(driver_, "fake_cuda_set_device_count")(0);
+  driver_.Control<FakeCudaSetDeviceCountFn>("fake_cuda_set_device_count")(0);
   std::string path = ArtifactPath("device_ptx");
   EXPECT_EQ(LoadError(path),
             "artifact '" + path + "' runs on a CUDA GPU, but there is no CUDA device");
