@@ -270,6 +270,7 @@ llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
     KILN_CHECK(!func_.is_host) << e.name << " is only valid in kernels, not in " << func_.name;
     return EmitCheckIndex(e);
   }
+  if (ir::intrinsic::IsWarpFold(e.name)) return EmitWarpFold(e);
   if (e.name.rfind("kiln.", 0) == 0) {
     KILN_CHECK(func_.is_host) << e.name << " is only valid in host functions, not in kernel "
                               << func_.name;

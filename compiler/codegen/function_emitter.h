@@ -146,6 +146,9 @@ class FunctionEmitter {
   void EmitGpuIndexError(const ExprNode& e, llvm::Value* index, llvm::Value* size);
   void EmitParallelForCall(llvm::Value* num_tasks, llvm::Function* task, llvm::Value* closure);
 
+  // emit_warp.cc
+  llvm::Value* EmitWarpFold(const ExprNode& e);
+
   // emit_device.cc
   llvm::Value* EmitDeviceIntrinsic(const ExprNode& e);  // null: not a device intrinsic
   llvm::Value* EmitLaunch(const ExprNode& e);

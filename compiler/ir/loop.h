@@ -133,6 +133,14 @@ inline std::string CheckIndexName(const std::string& op) {
 inline bool IsCheckIndex(const std::string& name) {
   return name.rfind(std::string(kCheckIndex) + ".", 0) == 0;
 }
+// In a phase of a GPU kernel (a gpu_thread loop, which every thread of the block runs):
+// "kiln.warp_fold.<add|max|min>"(buffer[t]), t the thread variable, folds buffer over the 32
+// threads of t's warp as a tree (element i with i + 16, then i + 8, ... 1) in registers (warp
+// shuffles); thread 32 * w gets the fold of warp w. f32 only.
+inline constexpr char kWarpFold[] = "kiln.warp_fold";
+inline bool IsWarpFold(const std::string& name) {
+  return name.rfind(std::string(kWarpFold) + ".", 0) == 0;
+}
 }  // namespace intrinsic
 
 std::string ToString(const Stmt& stmt, int indent = 0);

@@ -63,6 +63,7 @@ class Verifier {
   void Stmt(const ir::Stmt& s);
   void Bound(const ir::Stmt& body, const arith::ExprNode* var);
   void GpuLoop(const ir::StmtNode& loop);
+  void WarpFold(const arith::ExprNode& call);
   void Prim(const PrimExpr& e);
   void Access(const Buffer& buffer, const std::vector<PrimExpr>& indices, const char* what);
   void PrimCall(const arith::ExprNode& call);
@@ -408,9 +409,21 @@ void Verifier::Prim(const PrimExpr& e) {
   for (const PrimExpr& arg : e->args) Prim(arg);
 }
 
+void Verifier::WarpFold(const arith::ExprNode& call) {
+  const std::string op = call.name.substr(std::string(intrinsic::kWarpFold).size() + 1);
+  if (op != "add" && op != "max" && op != "min") Error(call.name + ": no such fold");
+  if (gpu_threads_ == 0) Error(call.name + " outside a gpu_thread loop");
+  const bool load = call.args.size() == 1 && call.args[0] &&
+                    call.args[0]->kind == ExprKind::kLoad && call.args[0]->args.size() == 1 &&
+                    call.args[0]->args[0]->kind == ExprKind::kVar;
+  if (!load) Error(call.name + " takes one load of a buffer at the thread variable");
+  if (call.dtype != DataType::Float(32)) Error(call.name + " folds f32 only");
+}
+
 void Verifier::PrimCall(const arith::ExprNode& call) {
   bool intrinsic = call.name.rfind("kiln.", 0) == 0;
   bool check_index = intrinsic::IsCheckIndex(call.name);
+  if (intrinsic::IsWarpFold(call.name)) return WarpFold(call);
   if (intrinsic && !check_index && !prim_func_->is_host) {
     Error(call.name + " outside a host function");
   }

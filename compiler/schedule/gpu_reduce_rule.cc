@@ -7,14 +7,17 @@
 //     for k: out[k] = f(k); acc[0] += g(k)          gpu_thread t: partial[t] = 0;
 //                                                     for k = t, t + T, ...: out[k] = f(k);
 //                                                       partial[t] += g(k)
-//                                                   for s = T/2 .. 1: gpu_thread t:
+//                                                   for s = T/2 .. 32: gpu_thread t:
 //                                                     if t < s: partial[t] += partial[t + s]
-//                                                   gpu_thread t: if t == 0: acc[0] += partial[0]
+//                                                   gpu_thread t: folded = warp fold of partial
+//                                                     (the last 32, in registers);
+//                                                     if t == 0: acc[0] += folded
 //     any other statement                          gpu_thread t: if t == 0: the statement
 //
 // Each gpu_thread loop is a phase (a barrier follows it), so what one phase writes the next
-// reads. A reduction sums in a tree instead of in order: float results may differ from the
-// interpreter's in the last bits, as any parallel reduction's do.
+// reads. f64 partials, which shuffles do not carry here, fold all the way down in the tree. A
+// reduction sums in a tree instead of in order: float results may differ from the interpreter's in
+// the last bits, as any parallel reduction's do.
 #include <limits>
 
 #include "compiler/arith/analyzer.h"
@@ -34,6 +37,7 @@ using ir::Stmt;
 using ir::StmtKind;
 using ir::StmtNode;
 
+constexpr int64_t kWarp = 32;
 // Reductions shorter than this stay in one thread per row (the default rule).
 constexpr int64_t kMinCooperativeExtent = 32;
 
@@ -92,6 +96,11 @@ bool Reads(const Stmt& s, const Buffer& buffer) {
 
 PrimExpr Combine(ExprKind op, PrimExpr a, PrimExpr b) { return arith::Binary(op, a, b); }
 
+std::string WarpFoldName(ExprKind op) {
+  const char* name = op == ExprKind::kAdd ? "add" : op == ExprKind::kMax ? "max" : "min";
+  return std::string(ir::intrinsic::kWarpFold) + "." + name;
+}
+
 // The statements of `s` in order, nested sequences flattened.
 void Flatten(const Stmt& s, std::vector<Stmt>& out) {
   if (s->kind != StmtKind::kSeq) return out.push_back(s);
@@ -120,6 +129,7 @@ class RowScheduler {
     auto flush = [&] {
       if (!serial.empty()) phases.push_back(OneThread(ir::Seq(serial)));
       serial.clear();
+      folds_.clear();
     };
     for (const Stmt& s : statements) {
       if (std::optional<std::vector<Stmt>> shared = Cooperative(s)) {
@@ -127,6 +137,7 @@ class RowScheduler {
         phases.insert(phases.end(), shared->begin(), shared->end());
         // The reductions' last step runs in thread 0, with what follows it there.
         serial = std::move(finish_);
+        folds_ = std::move(next_folds_);
       } else {
         serial.push_back(s);
       }
@@ -144,8 +155,13 @@ class RowScheduler {
  private:
   Stmt Phase(Stmt body) { return Loop(t_, I(threads_), ForKind::kGpuThread, body); }
 
+  // `s` in thread 0, after the warp folds of the last reduction (every thread takes part).
   Stmt OneThread(const Stmt& s) {
-    return Phase(ir::IfThenElse(arith::Binary(ExprKind::kEQ, t_, I(0)), s));
+    Stmt body = ir::IfThenElse(arith::Binary(ExprKind::kEQ, t_, I(0)), s);
+    for (auto it = folds_.rbegin(); it != folds_.rend(); ++it) {
+      body = ir::Let(it->first, it->second, body);
+    }
+    return Phase(body);
   }
 
   // A loop whose iterations are independent but for reductions into elements it does not
@@ -179,15 +195,26 @@ class RowScheduler {
         if (Reads(ir::Evaluate(other.operand), u.buffer)) return std::nullopt;
       }
     }
+    // f32 partials fold their last 32 in registers, by warp shuffles, the rest in the tree.
+    bool warp = true;
+    for (const Update& u : updates) warp = warp && u.buffer->dtype == DataType::Float(32);
+    const int64_t last = warp ? kWarp : 1;  // the tree's last width
     std::vector<Buffer> partials;
     std::vector<Stmt> init, finish;
+    std::vector<std::pair<PrimExpr, PrimExpr>> folds;
     for (const Update& u : updates) {
       Buffer p = arith::MakeBuffer(u.buffer->name + "_partial", u.buffer->dtype, {I(threads_)});
       partials.push_back(p);
       init.push_back(ir::Store(p, {t_}, Identity(u.op, p->dtype)));
+      PrimExpr total = arith::Load(p, {I(0)});
+      if (warp) {
+        PrimExpr folded = arith::MakeVar(u.buffer->name + "_folded", p->dtype);
+        folds.push_back(
+            {folded, arith::Call(p->dtype, WarpFoldName(u.op), {arith::Load(p, {t_})})});
+        total = folded;
+      }
       finish.push_back(
-          ir::Store(u.buffer, u.index,
-                    Combine(u.op, arith::Load(u.buffer, u.index), arith::Load(p, {I(0)}))));
+          ir::Store(u.buffer, u.index, Combine(u.op, arith::Load(u.buffer, u.index), total)));
     }
     for (size_t i = 0, n = 0; i < rewritten.size(); ++i) {
       if (rewritten[i]) continue;
@@ -200,7 +227,7 @@ class RowScheduler {
     body = ir::Let(k, step * I(threads_) + t_, body);
     init.push_back(Loop(step, CeilDiv(s->extent, threads_), ForKind::kSerial, body));
     std::vector<Stmt> phases = {Phase(ir::Seq(init))};
-    for (int64_t half = threads_ / 2; half >= 1 && !updates.empty(); half /= 2) {
+    for (int64_t half = threads_ / 2; half >= last && !updates.empty(); half /= 2) {
       std::vector<Stmt> fold;
       for (const Buffer& p : partials) {
         fold.push_back(ir::Store(p, {t_},
@@ -210,6 +237,7 @@ class RowScheduler {
       phases.push_back(Phase(ir::IfThenElse(Lt(t_, I(half)), ir::Seq(fold))));
     }
     finish_ = std::move(finish);
+    next_folds_ = std::move(folds);
     partials_.insert(partials_.end(), partials.begin(), partials.end());
     cooperative_ = cooperative_ || !updates.empty();
     return phases;
@@ -219,6 +247,8 @@ class RowScheduler {
   PrimExpr t_ = arith::MakeVar("gpu_t");
   std::vector<Buffer> allocations_, partials_;
   std::vector<Stmt> finish_;  // the last Cooperative loop's combining stores, for thread 0
+  // The warp folds those stores read, bound in every thread of the phase that runs them.
+  std::vector<std::pair<PrimExpr, PrimExpr>> folds_, next_folds_;
   bool cooperative_ = false;
 };
 

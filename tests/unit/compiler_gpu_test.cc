@@ -171,14 +171,22 @@ TEST(GpuScheduleTest, RowsThatReduceGetABlockEachAndATree) {
       }
     })"))
       << kernels;
+  // The tree stops at a warp's width; the last 32 fold in registers (shuffles).
   EXPECT_THAT(kernels, HasSubstr(R"(
     for gpu_t in range(0, 256) gpu_thread {
+      if gpu_t < 32 {
+        acc_partial[gpu_t] = acc_partial[gpu_t] + acc_partial[gpu_t + 32]
+      }
+    }
+    for gpu_t in range(0, 256) gpu_thread {
+      let acc_folded: f32 = kiln.warp_fold.add:f32(acc_partial[gpu_t])
       if gpu_t == 0 {
-        acc[0] = acc[0] + acc_partial[0]
+        acc[0] = acc[0] + acc_folded
         out[o0, o1] = acc[0]
       }
     })"))
       << kernels;
+  EXPECT_THAT(kernels, Not(HasSubstr("if gpu_t < 16"))) << kernels;
   // Softmax: the exp loop writes its elements and sums them in the same pass.
   EXPECT_THAT(kernels, HasSubstr(R"(
           out[o0, k] = exp(A0[o0, k] - max_1[0])
@@ -248,6 +256,32 @@ TEST(GpuIrTest, PhasesShareOneBlockSizeAndHoldTheStores) {
               HasSubstr("store to A in a gpu_block loop outside its gpu_thread loops"));
 }
 
+TEST(GpuIrTest, AWarpFoldRoundTripsAndBelongsInAPhase) {
+  const char* text = R"(prim_func @k(A: f32[n], n: i64) {
+  for b in range(0, 1) gpu_block {
+    alloc p: f32[64]
+    for t in range(0, 64) gpu_thread {
+      p[t] = A[t]
+    }
+    for t in range(0, 64) gpu_thread {
+      let s: f32 = kiln.warp_fold.max:f32(p[t])
+      if t == 32 {
+        A[0] = s
+      }
+    }
+  }
+}
+)";
+  absl::StatusOr<ir::IRModule> module = ir::ParseModule(text);
+  ASSERT_TRUE(module.ok()) << module.status();
+  EXPECT_TRUE(ir::VerifyModule(*module).ok()) << ir::VerifyModule(*module);
+  EXPECT_EQ(ir::ToString(*module), text);
+  EXPECT_THAT(VerifyError("for b in range(0, 1) gpu_block {\n alloc p: f32[32]\n for t in range(0, "
+                          "32) gpu_thread {\n p[t] = 0.0\n }\n A[0] = "
+                          "kiln.warp_fold.add:f32(p[b])\n}\n"),
+              HasSubstr("kiln.warp_fold.add outside a gpu_thread loop"));
+}
+
 TEST(GpuCodegenTest, PhasesAreSeparatedByBarriersAndBlockBuffersAreShared) {
   ir::Target target = *driver::ResolveTarget("cuda-sm80");
   absl::StatusOr<std::string> tiled = driver::CompilePtx(MatmulReluModel(), target, {});
@@ -255,6 +289,9 @@ TEST(GpuCodegenTest, PhasesAreSeparatedByBarriersAndBlockBuffersAreShared) {
   EXPECT_THAT(*tiled, HasSubstr("bar.sync"));
   EXPECT_THAT(*tiled, HasSubstr(".shared .align 16 .b8"));
   EXPECT_THAT(*tiled, HasSubstr("ld.shared.f32"));
+  absl::StatusOr<std::string> rows = driver::CompilePtx(SoftmaxAndSumModel(), target, {});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_THAT(*rows, HasSubstr("shfl.sync.down.b32")) << "warp folds are shuffles";
   absl::StatusOr<std::string> plain = driver::CompilePtx(ElementwiseModel(), target, {});
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_THAT(*plain, Not(HasSubstr("bar.sync"))) << "one phase needs no barrier";
