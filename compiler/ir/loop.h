@@ -145,5 +145,9 @@ inline bool IsWarpFold(const std::string& name) {
 
 std::string ToString(const Stmt& stmt, int indent = 0);
 std::string ToString(const PrimFunc& func);
+// The kernel's text with its own name, its variables' and its buffers' names replaced by
+// names in order of first appearance: equal for kernels that differ only in names, as the
+// same layer of two models does. The tuning database keys kernels by it.
+std::string CanonicalText(const PrimFunc& func);
 
 }  // namespace kiln::ir

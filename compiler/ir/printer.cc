@@ -91,14 +91,17 @@ class NameTable {
  public:
   // `identifier`: names must be identifiers and not reserved words (PrimExpr scopes); graph
   // variables are written after '%' and may start with a digit.
-  explicit NameTable(bool identifier) : identifier_(identifier) {}
+  // `canonical`: names ignore the nodes' own names and go by first appearance (v, v_1, ...).
+  explicit NameTable(bool identifier, bool canonical = false)
+      : identifier_(identifier), canonical_(canonical) {}
 
   // A use. A node without a name gets one that no other node in the table has.
   const std::string& Get(const void* node, const std::string& hint) {
     auto it = names_.find(node);
     if (it != names_.end()) return it->second;
     std::string base;
-    for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    for (char c : canonical_ ? std::string("v") : hint)
+      base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     if (base.empty()) base = "v";
     if (identifier_ && std::isdigit(static_cast<unsigned char>(base[0]))) base = "_" + base;
     std::string name = base;
@@ -122,6 +125,7 @@ class NameTable {
 
  private:
   bool identifier_;
+  bool canonical_;
   std::unordered_map<const void*, std::string> names_;
   std::unordered_set<std::string> used_;
 };
@@ -177,7 +181,8 @@ class Printer {
  public:
   // With a module, constants print as references into its constants section; without one
   // (a lone expression or function) they print as `const<f32[4, 3]>`.
-  explicit Printer(const IRModule* module) : module_(module) {
+  explicit Printer(const IRModule* module, bool canonical_names = false)
+      : module_(module), vars_(true, canonical_names) {
     if (!module) return;
     for (const auto& c : module->constants) ConstIndex(c.get());
   }
@@ -208,7 +213,7 @@ class Printer {
 
   const IRModule* module_;
   NameTable graph_vars_{false};
-  NameTable vars_{true};  // symbolic and loop variables, and buffers
+  NameTable vars_;  // symbolic and loop variables, and buffers
   std::unordered_map<const NDArray*, size_t> const_index_;
   std::vector<const NDArray*> const_list_;
 };
@@ -519,5 +524,11 @@ std::string ToString(const Stmt& stmt, int indent) {
 }
 
 std::string ToString(const PrimFunc& func) { return Printer(nullptr).PrimFuncText(func) + "\n"; }
+
+std::string CanonicalText(const PrimFunc& func) {
+  PrimFunc renamed = func;
+  renamed.name = "kernel";
+  return Printer(nullptr, /*canonical_names=*/true).PrimFuncText(renamed) + "\n";
+}
 
 }  // namespace kiln::ir

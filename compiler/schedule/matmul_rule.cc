@@ -36,6 +36,7 @@
 #include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/rules.h"
 #include "compiler/schedule/schedule_util.h"
+#include "compiler/schedule/trace.h"
 
 namespace kiln::schedule {
 namespace {
@@ -49,22 +50,40 @@ using ir::Stmt;
 using ir::StmtKind;
 using ir::StmtNode;
 
-// Reduction elements per packed block: a panel of kBlockDepth x NR floats stays in L1.
-constexpr int64_t kBlockDepth = 256;
-// Columns per parallel task; their packed block (kBlockDepth x 128 floats, 128 KiB) stays in
-// L2 while every row tile of A passes over it.
-constexpr int64_t kBlockCols = 128;
-// Row tiles per parallel task: a group of 32 x MR rows shares one packed block of B.
-constexpr int64_t kGroupTiles = 32;
-// Rows per register tile (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit
-// the vector registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
-int64_t TileRows(const ir::Target& target) {
-  int64_t registers = target.VectorRegisters();
-  return (registers - 3) / 2;
-}
+// The matmul rule's knobs (see MatmulSpace); the defaults, each the first choice:
+//  - block_depth: reduction elements per packed block; a panel of 256 x NR floats stays in L1.
+//  - block_cols: columns per parallel task; their packed block (256 x 128 floats, 128 KiB)
+//    stays in L2 while every row tile of A passes over it.
+//  - group_tiles: row tiles per parallel task; a group of 32 x MR rows shares one packed
+//    block of B.
+//  - tile_rows (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit the vector
+//    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
+//  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
+//  - pack_a: copy MR rows of A into one stream first; pays when MR rows outnumber the ways of
+//    L1 (8 on current x86-64).
+struct MatmulKnobs {
+  int64_t block_depth = 256;
+  int64_t block_cols = 128;
+  int64_t group_tiles = 32;
+  int64_t tile_rows = 6;
+  int64_t cols = 16;  // NR
+  bool pack_a = false;
+};
 
-// Columns per register tile (NR): two vectors of f32.
-int64_t PanelColumns(const ir::Target& target) { return 2 * std::max(4, target.vector_bits / 32); }
+int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
+
+int64_t DefaultTileRows(const ir::Target& target) { return (target.VectorRegisters() - 3) / 2; }
+
+MatmulKnobs KnobsOf(const Trace& trace, const ir::Target& target) {
+  MatmulKnobs k;
+  k.tile_rows = trace.Get("tile_rows", DefaultTileRows(target));
+  k.cols = trace.Get("tile_vectors", 2) * Lanes(target);
+  k.block_depth = trace.Get("block_depth", k.block_depth);
+  k.block_cols = trace.Get("block_cols", k.block_cols);
+  k.group_tiles = trace.Get("group_tiles", k.group_tiles);
+  k.pack_a = trace.Get("pack_a", k.tile_rows > 8) != 0;
+  return k;
+}
 
 bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
   for (const PrimExpr& v : arith::FreeVars(e)) {
@@ -183,36 +202,38 @@ namespace {
 
 class MatmulTiler {
  public:
-  MatmulTiler(const Matmul& m, const ir::Target& target)
-      : m_(m), cols_(PanelColumns(target)), rows_(TileRows(target)) {}
+  MatmulTiler(const Matmul& m, const MatmulKnobs& knobs)
+      : m_(m), k_(knobs), cols_(knobs.cols), rows_(knobs.tile_rows) {}
 
   // One batch element's product; the batch loops' variables are free in it.
   Stmt Build() {
     Stmt block = m_.b_packed ? ComputeTiles() : ir::Seq({PackB(), ComputeTiles()});
-    Stmt blocks = Loop(kc_, CeilDiv(K(), kBlockDepth), ForKind::kSerial, block);
+    Stmt blocks = Loop(kc_, CeilDiv(K(), k_.block_depth), ForKind::kSerial, block);
     if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
     // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
     // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work. Each group packs
     // its own B block again, which costs under 1% of its products.
-    PrimExpr groups = CeilDiv(M(), kGroupTiles * rows_);
+    PrimExpr groups = CeilDiv(M(), k_.group_tiles * rows_);
     Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups),
                         ir::Let(group_, arith::FloorMod(task_, groups),
                                 m_.b_packed ? blocks : ir::Allocate(packed_, blocks)));
-    return Loop(task_, CeilDiv(N(), kBlockCols) * groups, ForKind::kParallel, task);
+    return Loop(task_, CeilDiv(N(), k_.block_cols) * groups, ForKind::kParallel, task);
   }
 
  private:
   PrimExpr M() const { return m_.i.extent; }
   PrimExpr N() const { return m_.j.extent; }
   PrimExpr K() const { return m_.depth; }
-  int64_t panels() const { return kBlockCols / cols_; }
+  int64_t panels() const { return k_.block_cols / cols_; }
   PrimExpr Col(const PrimExpr& jp, const PrimExpr& jj) const {
-    return jc_ * I(kBlockCols) + jp * I(cols_) + jj;
+    return jc_ * I(k_.block_cols) + jp * I(cols_) + jj;
   }
   PrimExpr Col() const { return Col(jp_, jj_); }
   PrimExpr Row() const { return it_ * I(rows_) + ii_; }
-  PrimExpr Depth(const PrimExpr& kk) const { return kc_ * I(kBlockDepth) + kk; }
-  PrimExpr BlockDepth() const { return arith::Min(I(kBlockDepth), K() - kc_ * I(kBlockDepth)); }
+  PrimExpr Depth(const PrimExpr& kk) const { return kc_ * I(k_.block_depth) + kk; }
+  PrimExpr BlockDepth() const {
+    return arith::Min(I(k_.block_depth), K() - kc_ * I(k_.block_depth));
+  }
 
   std::vector<PrimExpr> CIndices(PrimExpr row, PrimExpr col) const {
     return schedule::CIndices(m_, std::move(row), std::move(col));
@@ -300,32 +321,34 @@ class MatmulTiler {
     };
     Stmt partial = store(ir::Store(m_.c, CIndices(Row(), Col()), acc));
     if (m_.epilogue.empty()) return partial;
-    PrimExpr last_block = Lt(K(), (kc_ + I(1)) * I(kBlockDepth) + I(1));
+    PrimExpr last_block = Lt(K(), (kc_ + I(1)) * I(k_.block_depth) + I(1));
     return ir::IfThenElse(last_block, store(StoreAndFinish(m_, Row(), Col(), acc)), partial);
   }
 
   // The row tiles of this task's group.
   Stmt ComputeTiles() const {
-    Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(kBlockCols) + jp_ * I(cols_), N()), Tile());
+    Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(k_.block_cols) + jp_ * I(cols_), N()), Tile());
     Stmt tile_row = pack_a_
                         ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
                         : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix);
-    PrimExpr first = group_ * I(kGroupTiles);
-    PrimExpr tiles = arith::Min(I(kGroupTiles), CeilDiv(M(), rows_) - first);
+    PrimExpr first = group_ * I(k_.group_tiles);
+    PrimExpr tiles = arith::Min(I(k_.group_tiles), CeilDiv(M(), rows_) - first);
     return ir::For(it_, first, tiles, ForKind::kSerial, tile_row);
   }
 
   const Matmul& m_;
-  const int64_t cols_;  // NR: two vectors of f32
+  const MatmulKnobs k_;
+  const int64_t cols_;  // NR
   const int64_t rows_;  // MR
-  const bool pack_a_ = rows_ > 8;
+  const bool pack_a_ = k_.pack_a;
   PrimExpr jc_ = arith::MakeVar("jc"), kc_ = arith::MakeVar("kc"), jp_ = arith::MakeVar("jp");
   PrimExpr kk_ = arith::MakeVar("kk"), jj_ = arith::MakeVar("jj"), it_ = arith::MakeVar("it");
   PrimExpr ii_ = arith::MakeVar("ii");
   PrimExpr task_ = arith::MakeVar("task"), group_ = arith::MakeVar("group");
   Buffer packed_ = arith::MakeBuffer("packed_b", DataType::Float(32),
-                                     {I(kBlockCols / cols_), I(kBlockDepth), I(cols_)});
-  Buffer packed_a_ = arith::MakeBuffer("packed_a", DataType::Float(32), {I(kBlockDepth), I(rows_)});
+                                     {I(k_.block_cols / cols_), I(k_.block_depth), I(cols_)});
+  Buffer packed_a_ =
+      arith::MakeBuffer("packed_a", DataType::Float(32), {I(k_.block_depth), I(rows_)});
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(cols_)});
 };
 
@@ -333,16 +356,17 @@ class MatmulTiler {
 // panels), one panel of NR columns at a time, no packing and no row tile.
 class MatvecTiler {
  public:
-  MatvecTiler(const Matmul& m, const ir::Target& target) : m_(m), cols_(PanelColumns(target)) {}
+  MatvecTiler(const Matmul& m, const MatmulKnobs& knobs)
+      : m_(m), block_cols_(knobs.block_cols), cols_(knobs.cols) {}
 
   // One batch element's product; the batch loops' variables are free in it.
   Stmt Build() const {
-    PrimExpr base = jc_ * I(kBlockCols) + jp_ * I(cols_);
+    PrimExpr base = jc_ * I(block_cols_) + jp_ * I(cols_);
     Stmt panel = ir::IfThenElse(Lt(base + I(cols_ - 1), N()), Panel(base, I(cols_)),
                                 Panel(base, N() - base));
     return Loop(
-        jc_, CeilDiv(N(), kBlockCols), ForKind::kParallel,
-        Loop(jp_, I(kBlockCols / cols_), ForKind::kSerial, ir::IfThenElse(Lt(base, N()), panel)));
+        jc_, CeilDiv(N(), block_cols_), ForKind::kParallel,
+        Loop(jp_, I(block_cols_ / cols_), ForKind::kSerial, ir::IfThenElse(Lt(base, N()), panel)));
   }
 
  private:
@@ -356,7 +380,7 @@ class MatvecTiler {
     Buffer acc = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_)});
     PrimExpr a = Replace(m_.a_load, {m_.i.var, m_.k}, {I(0), k});
     PrimExpr b = Replace(m_.b_load, {m_.k, m_.j.var}, {k, base + uj});
-    if (m_.b_packed) b = arith::Load(m_.b_packed, {jc_ * I(kBlockCols / cols_) + jp_, k, uj});
+    if (m_.b_packed) b = arith::Load(m_.b_packed, {jc_ * I(block_cols_ / cols_) + jp_, k, uj});
     PrimExpr sum = arith::Load(acc, {uj}) + a * b;
     Stmt zero = Loop(zj, width, ForKind::kVectorized, ir::Store(acc, {zj}, arith::FloatImm(0)));
     Stmt update = Loop(k, m_.depth, ForKind::kSerial,
@@ -367,7 +391,8 @@ class MatvecTiler {
   }
 
   const Matmul& m_;
-  const int64_t cols_;  // NR: two vectors of f32
+  const int64_t block_cols_;
+  const int64_t cols_;  // NR
   PrimExpr jc_ = arith::MakeVar("jc"), jp_ = arith::MakeVar("jp");
 };
 
@@ -402,34 +427,51 @@ std::optional<PackedWeights> PackConstantB(const Matmul& m, int64_t cols, const 
 
 // The product for one batch element: one row by the matvec form, several by the tiled one,
 // and a symbolic M by whichever fits at run time.
-Stmt BuildProduct(const Matmul& m, const ir::Target& target) {
+Stmt BuildProduct(const Matmul& m, const MatmulKnobs& knobs) {
   const PrimExpr& rows = m.i.extent;
-  if (rows->is_const_int(1)) return MatvecTiler(m, target).Build();
-  Stmt tiled = MatmulTiler(m, target).Build();
+  if (rows->is_const_int(1)) return MatvecTiler(m, knobs).Build();
+  Stmt tiled = MatmulTiler(m, knobs).Build();
   if (rows->kind == ExprKind::kIntImm) return tiled;
-  return ir::IfThenElse(arith::Binary(ExprKind::kEQ, rows, I(1)), MatvecTiler(m, target).Build(),
+  return ir::IfThenElse(arith::Binary(ExprKind::kEQ, rows, I(1)), MatvecTiler(m, knobs).Build(),
                         tiled);
 }
 
 }  // namespace
 
 std::optional<ScheduledKernel> ScheduleMatmul(const Stmt& body, const ir::Target& target,
-                                              const ConstantOf& constant_of) {
+                                              const ConstantOf& constant_of, const Trace& trace) {
   std::optional<Matmul> m = MatchMatmul(body);
   if (!m) return std::nullopt;
-  return TileMatmul(*m, target, constant_of ? constant_of(m->b_load->buffer) : nullptr);
+  return TileMatmul(*m, target, constant_of ? constant_of(m->b_load->buffer) : nullptr, trace);
 }
 
-ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ir::NDArray* b) {
+ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ir::NDArray* b,
+                           const Trace& trace) {
+  MatmulKnobs knobs = KnobsOf(trace, target);
   std::optional<PackedWeights> packed;
-  if (b != nullptr) packed = PackConstantB(m, PanelColumns(target), *b);
+  if (b != nullptr) packed = PackConstantB(m, knobs.cols, *b);
   Matmul tiled = m;
   if (packed) tiled.b_packed = packed->packed;
-  Stmt product = BuildProduct(tiled, target);
+  Stmt product = BuildProduct(tiled, knobs);
   for (auto axis = m.batch.rbegin(); axis != m.batch.rend(); ++axis) {
     product = Loop(axis->var, axis->extent, ForKind::kSerial, product);
   }
   return {product, std::move(packed)};
+}
+
+SearchSpace MatmulSpace(const ir::Target& target) {
+  const int64_t rows = DefaultTileRows(target);
+  std::vector<int64_t> tile_rows = {rows};
+  for (int64_t r : {4, 8, 2, 12, 1}) {
+    if (r != rows && r < rows) tile_rows.push_back(r);
+  }
+  return {"matmul",
+          {{"tile_rows", tile_rows},
+           {"tile_vectors", {2, 1}},
+           {"block_depth", {256, 128, 512, 64}},
+           {"block_cols", {128, 64, 256, 512}},
+           {"group_tiles", {32, 8, 16, 64}},
+           {"pack_a", {rows > 8, rows <= 8}}}};
 }
 
 }  // namespace kiln::schedule

@@ -8,6 +8,7 @@
 #include "compiler/ir/loop.h"
 #include "compiler/ir/target.h"
 #include "compiler/ir/tensor.h"
+#include "compiler/schedule/trace.h"
 
 namespace kiln::schedule {
 
@@ -63,14 +64,20 @@ ir::Stmt StoreAndFinish(const Matmul& m, const arith::PrimExpr& row, const arith
                         arith::PrimExpr value);
 
 // The matmul rule, for a kernel that is exactly legalize's matmul (C = A @ B over f32, any
-// batch dims): a tiled, packed form; a constant B is packed at compile time. nullopt for any
-// other kernel.
+// batch dims): a tiled, packed form; a constant B is packed at compile time. `trace` decides
+// the knobs of MatmulSpace; those it leaves out take their defaults. nullopt for any other
+// kernel.
 std::optional<ScheduledKernel> ScheduleMatmul(const ir::Stmt& body, const ir::Target& target,
-                                              const ConstantOf& constant_of = nullptr);
+                                              const ConstantOf& constant_of = nullptr,
+                                              const Trace& trace = {});
 
 // The tiled form of `m` (with its batch loops); `b` is B's constant, if B is one.
 ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
-                           const ir::NDArray* b = nullptr);
+                           const ir::NDArray* b = nullptr, const Trace& trace = {});
+
+// The matmul rule's knobs for `target`: register tile rows and vectors, reduction block,
+// columns per task, row tiles per task, whether A is packed.
+SearchSpace MatmulSpace(const ir::Target& target);
 
 // The GPU rules, for every kernel of a GPU target (gpu_rule.cc). A block's gpu_thread loops
 // run one after another with a barrier between them (phases), so values that pass from one

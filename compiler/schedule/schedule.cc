@@ -68,9 +68,60 @@ void UsePackedWeights(ir::PrimFunc& func, const CallSite& site, PackedWeights pa
       std::make_shared<const ir::ExprNode>(std::move(call));
 }
 
+// The constant a parameter of `func` is bound to at its only call site, if any.
+ConstantOf ConstantsAt(const ir::PrimFunc& func, const std::map<std::string, CallSite>& sites) {
+  auto site = sites.find(func.name);
+  if (site == sites.end()) return [](const arith::Buffer&) { return nullptr; };
+  const CallSite call_site = site->second;
+  return [&func, call_site](const arith::Buffer& buffer) -> const ir::NDArray* {
+    std::optional<size_t> index = ParamIndex(func, buffer);
+    if (!index || *index >= call_site.call().args.size()) return nullptr;
+    const ir::Expr& arg = call_site.call().args[*index];
+    return arg->kind == ir::ExprKind::kConstant ? arg->data.get() : nullptr;
+  };
+}
+
+// The rules with knobs that can build `body`, the default's first; empty when it has none.
+std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& target) {
+  if (MatchMatmul(body)) return {MatmulSpace(target)};
+  return {};
+}
+
+std::string Workload(const ir::PrimFunc& func, const ConstantOf& constant_of) {
+  std::string text = ir::CanonicalText(func);
+  text += "constant parameters:";
+  for (size_t i = 0; i < func.buffers.size(); ++i) {
+    if (constant_of(func.buffers[i])) text += " " + std::to_string(i);
+  }
+  return text + "\n";
+}
+
+// The trace `choose` picks for `kernel` when it lies in one of its spaces, else the default.
+Trace ChosenTrace(const TunableKernel& kernel, const ChooseTrace& choose) {
+  std::optional<Trace> chosen = choose ? choose(kernel) : std::nullopt;
+  if (chosen) {
+    for (const SearchSpace& space : kernel.spaces) {
+      if (space.Contains(*chosen)) return *chosen;
+    }
+  }
+  return kernel.spaces.front().Default();
+}
+
+// The kernel built by the rule `trace` names, or by the default rules for an empty trace.
+ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
+                      const ConstantOf& constant_of, const Trace& trace) {
+  std::optional<ScheduledKernel> rule;
+  if (trace.rule == "matmul") rule = ScheduleMatmul(func.body, target, constant_of, trace);
+  if (!rule) rule = ScheduleMatmul(func.body, target, constant_of);
+  if (!rule) rule = ScheduleConv(func.body, target, constant_of);
+  if (!rule) rule = ScheduledKernel{ScheduleLoopNests(func.body), std::nullopt};
+  return *rule;
+}
+
 }  // namespace
 
-absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target) {
+absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target,
+                                      const ChooseTrace& choose) {
   std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
@@ -78,21 +129,30 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
       func.body = ScheduleForGpu(func.body, target);
       continue;
     }
-    auto site = sites.find(name);
-    ConstantOf constant_of = [&](const arith::Buffer& buffer) -> const ir::NDArray* {
-      std::optional<size_t> index = ParamIndex(func, buffer);
-      if (site == sites.end() || !index || *index >= site->second.call().args.size()) {
-        return nullptr;
-      }
-      const ir::Expr& arg = site->second.call().args[*index];
-      return arg->kind == ir::ExprKind::kConstant ? arg->data.get() : nullptr;
-    };
-    std::optional<ScheduledKernel> rule = ScheduleMatmul(func.body, target, constant_of);
-    if (!rule) rule = ScheduleConv(func.body, target, constant_of);
-    if (rule && rule->packed) UsePackedWeights(func, site->second, *std::move(rule->packed));
-    func.body = rule ? rule->body : ScheduleLoopNests(func.body);
+    ConstantOf constant_of = ConstantsAt(func, sites);
+    Trace trace;
+    if (std::vector<SearchSpace> spaces = SpacesFor(func.body, target); !spaces.empty()) {
+      trace = ChosenTrace({name, Workload(func, constant_of), std::move(spaces)}, choose);
+    }
+    ScheduledKernel rule = Build(func, target, constant_of, trace);
+    if (rule.packed) UsePackedWeights(func, sites.at(name), *std::move(rule.packed));
+    func.body = rule.body;
   }
   return module;
+}
+
+std::vector<TunableKernel> TunableKernels(const ir::IRModule& module, const ir::Target& target) {
+  if (target.IsGpu()) return {};
+  ir::IRModule copy = module;
+  std::map<std::string, CallSite> sites = SingleCallSites(copy);
+  std::vector<TunableKernel> kernels;
+  for (const auto& [name, func] : copy.prim_funcs) {
+    if (func.is_host || !func.body) continue;
+    std::vector<SearchSpace> spaces = SpacesFor(func.body, target);
+    if (spaces.empty()) continue;
+    kernels.push_back({name, Workload(func, ConstantsAt(func, sites)), std::move(spaces)});
+  }
+  return kernels;
 }
 
 }  // namespace kiln::schedule

@@ -4,15 +4,44 @@
 // changes the kernel's parameter and its caller's argument together (a pass across levels);
 // every other loop nest has its outer data-parallel loop run on the thread pool and its
 // contiguous inner loop vectorized. For a GPU target every kernel is spread over blocks and
-// threads instead (ScheduleForGpu). The tuning database will come before these rules.
+// threads instead (ScheduleForGpu).
+//
+// Before the default rules comes tuning: a kernel whose rule has knobs (tile sizes, vector
+// widths, parallel grain) is a TunableKernel, and the caller may choose the trace it is built
+// with (the best record of the tuning database, or a candidate the tuner measures).
 #pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
 #include "compiler/ir/target.h"
+#include "compiler/schedule/trace.h"
 
 namespace kiln::schedule {
 
-absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target);
+struct TunableKernel {
+  std::string kernel;  // its name in the module
+  // What the kernel computes, whatever model it came from: its canonical text (names by
+  // first appearance, symbolic extents as variables) and which parameters are constants at
+  // its call site (weights, which rules pack at compile time). Equal workloads take the same
+  // schedules.
+  std::string workload;
+  // The rules that can build it, the default rule's first; never empty.
+  std::vector<SearchSpace> spaces;
+};
+
+// The trace to build a kernel with; nullopt (or a trace outside the kernel's spaces) for the
+// default rule's choices.
+using ChooseTrace = std::function<std::optional<Trace>(const TunableKernel&)>;
+
+absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target,
+                                      const ChooseTrace& choose = nullptr);
+
+// The kernels of `module` whose schedules have knobs on `target`, in name order.
+std::vector<TunableKernel> TunableKernels(const ir::IRModule& module, const ir::Target& target);
 
 }  // namespace kiln::schedule
