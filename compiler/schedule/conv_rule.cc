@@ -22,13 +22,18 @@
 // matmul rule does, on one thread whatever the thread count.
 //
 // Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
-// take (depthwise, small groups) the row form (RowConv).
+// take (depthwise, small groups) the row form (RowConv). The tile's shape, the input-channel
+// blocks and the parallel split of both forms are knobs (ConvKnobs, ConvSpace), at the
+// values described here by default.
 #include "compiler/schedule/conv_rule.h"
+
+#include <functional>
 
 #include "compiler/arith/analyzer.h"
 #include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/rules.h"
 #include "compiler/schedule/schedule_util.h"
+#include "compiler/schedule/trace.h"
 
 namespace kiln::schedule {
 namespace {
@@ -223,15 +228,73 @@ int64_t TileColumns(int64_t max_cols, const PrimExpr& width) {
   return best;
 }
 
+// The widest register tile the target's vector registers hold: P x 2 accumulator vectors,
+// plus two weight vectors and one broadcast of x.
+int64_t MaxTileColumns(const ir::Target& target) { return target.VectorRegisters() >= 32 ? 14 : 6; }
+
+int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
+
+// The conv rule's knobs (see ConvSpace); the defaults, each the first choice.
+// The tiler's:
+//  - tile_cols (P): output columns per register tile; TileColumns by default.
+//  - tile_vectors: vectors of output channels per tile (OCB = tile_vectors * lanes); two
+//    with P = 6 fill the 16 registers up to AVX2.
+//  - channel_block: input channels per reduction block, all taps summed over one block before
+//    the next, so the block's input rows stay in L1 across the taps; 0 (all of them) by default.
+//  - parallel_blocks: run (output channel block, row) pairs in parallel rather than the rows
+//    of one block at a time: more tasks on a small plane. Only with weights packed at compile
+//    time (a block packed at run time is shared by its rows).
+// The row form's:
+//  - unroll_taps: sum a few taps (at most kMaxUnrolledTaps) unrolled, or in register tiles.
+//  - row_vectors: vectors of output columns per register tile (L = row_vectors * lanes).
+//  - parallel_rows: run (channel, row) pairs in parallel rather than channels.
+struct ConvKnobs {
+  int64_t tile_cols = 6;
+  int64_t tile_vectors = 2;
+  int64_t channel_block = 0;
+  bool parallel_blocks = false;
+  bool unroll_taps = true;
+  int64_t row_vectors = 2;
+  bool parallel_rows = false;
+};
+
+// Values past these only spill registers or unroll without end; a trace that asks for them
+// gets the default.
+constexpr int64_t kMaxKnobTileColumns = 32;
+constexpr int64_t kMaxKnobVectors = 8;
+
+int64_t InRange(int64_t value, int64_t max, int64_t fallback) {
+  return value >= 1 && value <= max ? value : fallback;
+}
+
+// A trace of another rule (the matmul rule's, for a pointwise conv) decides nothing here.
+ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& width) {
+  const Trace none;
+  const Trace& t = trace.rule == "conv" ? trace : none;
+  ConvKnobs k;
+  int64_t cols = TileColumns(MaxTileColumns(target), width);
+  k.tile_cols = InRange(t.Get("tile_cols", cols), kMaxKnobTileColumns, cols);
+  k.tile_vectors = InRange(t.Get("tile_vectors", 2), kMaxKnobVectors, 2);
+  k.channel_block = std::max<int64_t>(0, t.Get("channel_block", 0));
+  k.parallel_blocks = t.Get("parallel_blocks", 0) != 0;
+  k.unroll_taps = t.Get("unroll_taps", 1) != 0;
+  k.row_vectors = InRange(t.Get("row_vectors", 2), kMaxKnobVectors, 2);
+  k.parallel_rows = t.Get("parallel_rows", 0) != 0;
+  return k;
+}
+
 class ConvTiler {
  public:
   // `weights`: the weight constant, when the kernel's one call site passes one; the tiler
   // then packs it at compile time (PackedWeights) instead of in every call.
-  ConvTiler(const Conv& conv, const ir::Target& target, const ir::NDArray* weights)
+  ConvTiler(const Conv& conv, const ir::Target& target, const ir::NDArray* weights,
+            const ConvKnobs& knobs)
       : conv_(conv),
         weights_(IsWeightConstant(conv, weights) ? weights : nullptr),
-        lanes_(2 * std::max(4, target.vector_bits / 32)),
-        cols_(TileColumns(target.VectorRegisters() >= 32 ? 14 : 6, conv.width)) {}
+        lanes_(knobs.tile_vectors * VectorLanes(target)),
+        cols_(knobs.tile_cols),
+        channel_block_(ChannelBlock(conv, knobs.channel_block)),
+        parallel_blocks_(knobs.parallel_blocks && IsWeightConstant(conv, weights)) {}
 
   // The channel of x that output channel block `ocb` reads at reduction channel c: the same
   // for every channel of the block when groups hold whole blocks. nullopt otherwise.
@@ -246,18 +309,31 @@ class ConvTiler {
 
   bool Fits() const { return Depth() * lanes_ * 4 <= kMaxPackedWeightBytes; }
 
-  std::optional<Stmt> Build() {
-    if (conv_.channels->kind != ExprKind::kIntImm || !Fits()) return {};
+  // Whether the tiler takes the conv: constant channel counts, groups of whole blocks, and
+  // one block's packed weights small enough.
+  bool Takes() const {
     const PrimExpr& in_channels = conv_.x->shape[1];
-    if (in_channels->kind != ExprKind::kIntImm) return {};
-    std::optional<PrimExpr> channel =
-        BlockChannel(conv_.channels->int_value, in_channels->int_value);
-    if (!channel) return {};
-    channel_ = *channel;
+    return conv_.channels->kind == ExprKind::kIntImm && Fits() &&
+           in_channels->kind == ExprKind::kIntImm &&
+           BlockChannel(conv_.channels->int_value, in_channels->int_value);
+  }
+
+  std::optional<Stmt> Build() {
+    if (!Takes()) return {};
+    channel_ = *BlockChannel(conv_.channels->int_value, conv_.x->shape[1]->int_value);
+    PrimExpr blocks = CeilDiv(conv_.channels, lanes_);
+    if (parallel_blocks_) {
+      // Task t is row t % H of block t / H.
+      PrimExpr task = arith::MakeVar("task");
+      Stmt pair = ir::Let(ocb_, arith::FloorDiv(task, conv_.height),
+                          ir::Let(conv_.oh, arith::FloorMod(task, conv_.height), Columns()));
+      return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                  Loop(task, blocks * conv_.height, ForKind::kParallel, pair));
+    }
     Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kParallel, Columns());
     Stmt block = weights_ ? rows : ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
-                Loop(ocb_, CeilDiv(conv_.channels, lanes_), ForKind::kSerial, block));
+                Loop(ocb_, blocks, ForKind::kSerial, block));
   }
 
   // The weights packed at compile time, all blocks: packed_all[ocb, tap, lane] as PackWeights
@@ -284,6 +360,12 @@ class ConvTiler {
 
  private:
   int64_t Depth() const { return conv_.cg * conv_.taps_h * conv_.taps_w; }
+
+  // Input channels per reduction block: `asked` when it splits the channels into equal blocks
+  // (so every block's channel loop has a constant extent), else all of them.
+  static int64_t ChannelBlock(const Conv& conv, int64_t asked) {
+    return asked > 0 && asked < conv.cg && conv.cg % asked == 0 ? asked : conv.cg;
+  }
 
   // A dense f32 constant of w's shape [M, cg, KH, KW], all constants.
   static bool IsWeightConstant(const Conv& conv, const ir::NDArray* weights) {
@@ -339,6 +421,12 @@ class ConvTiler {
     return arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
   }
 
+  // for c in the reduction block (all channels when there is one block).
+  Stmt OverChannels(Stmt body) const {
+    if (channel_block_ == conv_.cg) return Loop(c_, I(conv_.cg), ForKind::kSerial, body);
+    return ir::For(c_, cb_ * I(channel_block_), I(channel_block_), ForKind::kSerial, body);
+  }
+
   // One tap (kh, kw) over the channels. The channel loop is innermost and branch-free, so acc
   // stays in registers across it.
   Stmt Channels(bool checked, bool masked) const {
@@ -348,7 +436,7 @@ class ConvTiler {
     if (!masked) {
       Stmt update =
           OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w), ForKind::kVectorized);
-      return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
+      return OverChannels(update);
     }
     // A tap that falls in the padding for some columns: those columns keep their sum (a
     // select on a condition fixed for the loop; x read at an index clamped into the input),
@@ -361,7 +449,7 @@ class ConvTiler {
     PrimExpr x = arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
     Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, arith::Select(inside, acc + x * w, acc)),
                            ForKind::kVectorized);
-    return Loop(c_, I(conv_.cg), ForKind::kSerial, update);
+    return OverChannels(update);
   }
 
   // Tap kw lies inside the input for every (clamped) column of the tile: it does at the first
@@ -382,7 +470,9 @@ class ConvTiler {
     }
     Stmt taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, channels);
     if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
-    return Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps);
+    Stmt reduce = Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps);
+    if (channel_block_ == conv_.cg) return reduce;
+    return Loop(cb_, I(conv_.cg / channel_block_), ForKind::kSerial, reduce);
   }
 
   // Every tap of every column of the tile lies inside the input: the column check holds at
@@ -445,11 +535,13 @@ class ConvTiler {
   }
 
   const Conv& conv_;
-  const int64_t lanes_;  // OCB: output channels per block, two vectors of f32
-  int64_t cols_;         // P: output columns per register tile
-  PrimExpr first_;       // set for the one narrower tile that ends a row (Columns)
+  const int64_t lanes_;    // OCB: output channels per block, tile_vectors vectors of f32
+  int64_t cols_;           // P: output columns per register tile
+  int64_t channel_block_;  // input channels per reduction block
+  bool parallel_blocks_;   // (block, row) pairs in parallel
+  PrimExpr first_;         // set for the one narrower tile that ends a row (Columns)
   PrimExpr channel_;
-  PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt");
+  PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt"), cb_ = arith::MakeVar("cb");
   PrimExpr col_ = arith::MakeVar("col"), lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
   const ir::NDArray* weights_;
@@ -587,32 +679,50 @@ class PointwiseConv {
 // Each element sums its (c, kh, kw) products in order either way.
 class RowConv {
  public:
-  RowConv(const Conv& conv, const ir::Target& target)
-      : conv_(conv), lanes_(2 * std::max(4, target.vector_bits / 32)) {}
+  RowConv(const Conv& conv, const ir::Target& target, const ConvKnobs& knobs)
+      : conv_(conv),
+        lanes_(knobs.row_vectors * VectorLanes(target)),
+        unroll_taps_(knobs.unroll_taps && UnrollsTaps(conv)),
+        parallel_rows_(knobs.parallel_rows) {}
+
+  // Whether the unrolled form may take the conv: few enough taps.
+  static bool UnrollsTaps(const Conv& conv) {
+    return conv.cg * conv.taps_h * conv.taps_w <= kMaxUnrolledTaps;
+  }
+
+  bool Takes() { return !conv_.epilogue.empty() && StrideAndBase(); }
 
   // Columns where every tap lies inside the input take register tiles of L columns; the
   // columns at the edges (and a remainder shorter than a tile) accumulate in place, one tap
   // at a time over the columns where that tap lies inside.
   std::optional<Stmt> Build() {
-    if (conv_.epilogue.empty() || !StrideAndBase()) return {};
+    if (!Takes()) return {};
     PrimExpr lo = arith::Min(First(I(0)), conv_.width);
     PrimExpr hi = arith::Max(End(I(conv_.taps_w - 1)), lo);
-    if (conv_.cg * conv_.taps_h * conv_.taps_w <= kMaxUnrolledTaps) {
-      return Loop(conv_.n, conv_.batch, ForKind::kSerial,
-                  Loop(conv_.m, conv_.channels, ForKind::kParallel,
-                       Loop(conv_.oh, conv_.height, ForKind::kSerial, UnrolledRow(lo, hi))));
-    }
-    // Two vectors per tile, one on a narrow row, in place on a very narrow one.
+    if (unroll_taps_) return OverRows(UnrolledRow(lo, hi));
+    // L columns per tile, half as many on a narrow row, in place on a very narrow one.
     Stmt inside = ir::IfThenElse(
         Le(I(lanes_), hi - lo), Tiles(lo, hi, acc_),
         ir::IfThenElse(Le(I(lanes_ / 2), hi - lo), Tiles(lo, hi, half_), InPlace(lo, hi)));
-    Stmt row = ir::Seq({InPlace(I(0), lo), inside, InPlace(hi, conv_.width)});
-    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
-                Loop(conv_.m, conv_.channels, ForKind::kParallel,
-                     Loop(conv_.oh, conv_.height, ForKind::kSerial, row)));
+    return OverRows(ir::Seq({InPlace(I(0), lo), inside, InPlace(hi, conv_.width)}));
   }
 
  private:
+  // for n; for m (parallel); for oh: row. Or with parallel_rows, (m, oh) pairs in parallel:
+  // task t is row t % H of channel t / H.
+  Stmt OverRows(Stmt row) const {
+    if (!parallel_rows_) {
+      return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                  Loop(conv_.m, conv_.channels, ForKind::kParallel,
+                       Loop(conv_.oh, conv_.height, ForKind::kSerial, row)));
+    }
+    PrimExpr task = arith::MakeVar("task");
+    Stmt pair = ir::Let(conv_.m, arith::FloorDiv(task, conv_.height),
+                        ir::Let(conv_.oh, arith::FloorMod(task, conv_.height), row));
+    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                Loop(task, conv_.channels * conv_.height, ForKind::kParallel, pair));
+  }
+
   const Buffer& Out() const { return conv_.epilogue.front()->buffer; }
   std::vector<PrimExpr> At(const PrimExpr& ow) const { return {conv_.n, conv_.m, conv_.oh, ow}; }
   // for ow in [begin, end), vectorized (no iteration when end <= begin).
@@ -751,7 +861,8 @@ class RowConv {
   }
 
   const Conv& conv_;
-  const int64_t lanes_;  // L: columns per register tile, two vectors of f32
+  const int64_t lanes_;  // L: columns per register tile, row_vectors vectors of f32
+  const bool unroll_taps_, parallel_rows_;
   int64_t stride_ = 1;
   PrimExpr ow_ = arith::MakeVar("ow"), t_ = arith::MakeVar("owt"), lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
@@ -843,17 +954,73 @@ std::optional<Matmul> MatchConvAsMatmul(const Stmt& body) {
 }
 
 std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& target,
-                                            const ConstantOf& constant_of) {
+                                            const ConstantOf& constant_of, const Trace& trace) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
   if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
-    return TileMatmul(*m, target);
+    return TileMatmul(*m, target, nullptr, trace.rule == "matmul" ? trace : Trace{});
   }
-  ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr);
+  ConvKnobs knobs = KnobsOf(trace, target, conv->width);
+  ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr, knobs);
   std::optional<Stmt> tiled = tiler.Build();
   if (tiled) return ScheduledKernel{*tiled, tiler.Packed()};
-  std::optional<Stmt> row = RowConv(*conv, target).Build();
+  std::optional<Stmt> row = RowConv(*conv, target, knobs).Build();
   if (row) return ScheduledKernel{*row, std::nullopt};
+  return std::nullopt;
+}
+
+namespace {
+
+// `first`, then those of `more` that differ from it and pass `keep`.
+std::vector<int64_t> Choices(int64_t first, std::initializer_list<int64_t> more,
+                             const std::function<bool(int64_t)>& keep) {
+  std::vector<int64_t> choices = {first};
+  for (int64_t c : more) {
+    if (c != first && keep(c)) choices.push_back(c);
+  }
+  return choices;
+}
+
+// The tiler's knobs for a conv it takes with the default knobs; every choice keeps it taking
+// the conv.
+SearchSpace TilerSpace(const Conv& conv, const ir::Target& target) {
+  ConvKnobs knobs = KnobsOf({}, target, conv.width);
+  auto takes = [&](int64_t vectors) {
+    ConvKnobs k = knobs;
+    k.tile_vectors = vectors;
+    return ConvTiler(conv, target, nullptr, k).Takes();
+  };
+  // One vector of output channels leaves registers for up to regs - 2 columns.
+  auto fits = [&](int64_t cols) { return cols <= target.VectorRegisters() - 2; };
+  auto splits = [&](int64_t block) { return block < conv.cg && conv.cg % block == 0; };
+  return {"conv",
+          {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
+           {"tile_vectors", Choices(2, {1, 4}, takes)},
+           {"channel_block", Choices(0, {16, 32, 64, 8}, splits)},
+           {"parallel_blocks", {0, 1}}}};
+}
+
+// The row form's knobs: whether few taps are unrolled, else the register tile's width.
+SearchSpace RowSpace(const Conv& conv) {
+  std::vector<Knob> knobs;
+  if (RowConv::UnrollsTaps(conv)) {
+    knobs.push_back({"unroll_taps", {1, 0}});
+  } else {
+    knobs.push_back({"row_vectors", {2, 1, 4}});
+  }
+  knobs.push_back({"parallel_rows", {0, 1}});
+  return {"conv", std::move(knobs)};
+}
+
+}  // namespace
+
+std::optional<SearchSpace> ConvSpace(const Stmt& body, const ir::Target& target) {
+  std::optional<Conv> conv = MatchConv(body);
+  if (!conv) return std::nullopt;
+  if (PointwiseConv(*conv).AsMatmul()) return MatmulSpace(target);
+  ConvKnobs defaults = KnobsOf({}, target, conv->width);
+  if (ConvTiler(*conv, target, nullptr, defaults).Takes()) return TilerSpace(*conv, target);
+  if (RowConv(*conv, target, defaults).Takes()) return RowSpace(*conv);
   return std::nullopt;
 }
 

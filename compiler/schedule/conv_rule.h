@@ -16,7 +16,17 @@ namespace kiln::schedule {
 // input at each tap (zero in the padding). nullopt for any other kernel.
 std::optional<Matmul> MatchConvAsMatmul(const ir::Stmt& body);
 
+// `trace` decides the knobs of ConvSpace (those it leaves out take their defaults); a
+// pointwise conv takes a trace of the matmul rule, and any trace of another rule is ignored.
 std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Target& target,
-                                            const ConstantOf& constant_of = nullptr);
+                                            const ConstantOf& constant_of = nullptr,
+                                            const Trace& trace = {});
+
+// The conv rule's knobs for the kernel, rule "conv": for the tiler, the register tile's
+// columns and output-channel vectors, the input-channel block and the parallel split; for the
+// row form (depthwise), unrolled taps or the register tile's width, and the parallel split.
+// A pointwise conv has the matmul rule's (MatmulSpace). nullopt when the rule does not take
+// the kernel.
+std::optional<SearchSpace> ConvSpace(const ir::Stmt& body, const ir::Target& target);
 
 }  // namespace kiln::schedule

@@ -10,8 +10,12 @@
 
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/driver.h"
+#include "compiler/driver/manifest.h"
 #include "compiler/driver/pipeline.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/schedule/conv_rule.h"
+#include "compiler/schedule/schedule.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/schedule_check.h"
 
@@ -254,6 +258,253 @@ TEST_P(ScheduleConvTest, ConvsMatchTheInterpreterOnOneAndThreeThreads) {
     ir::NDArray three = compiled.Run(inputs, out, 3);
     EXPECT_EQ(std::memcmp(one.bytes.data(), three.bytes.data(), one.bytes.size()), 0)
         << "results differ between 1 and 3 threads";
+  }
+}
+
+// Knobs: a conv kernel built with each knob of its search space at each of its choices, the
+// others at their defaults, compiled and compared with the interpreter.
+
+std::vector<ConvCase> TunedCases() {
+  return {
+      {.name = "3x3_pad1", .c = 5, .m = 19, .h = 11, .w = 11, .k = 3, .pads = {1, 1, 1, 1}},
+      {.name = "stride2_asymmetric_pads",
+       .c = 4,
+       .m = 13,
+       .h = 10,
+       .w = 15,
+       .k = 3,
+       .stride = 2,
+       .pads = {1, 0, 0, 2}},
+      // Enough input channels to split into blocks.
+      {.name = "3x3_deep_residual",
+       .c = 64,
+       .m = 20,
+       .h = 6,
+       .w = 9,
+       .k = 3,
+       .pads = {1, 1, 1, 1},
+       .residual = true},
+      {.name = "groups_of_whole_blocks",
+       .c = 6,
+       .m = 32,
+       .h = 8,
+       .w = 8,
+       .k = 3,
+       .group = 2,
+       .pads = {1, 1, 1, 1}},
+      {.name = "depthwise",
+       .c = 10,
+       .m = 10,
+       .h = 9,
+       .w = 14,
+       .k = 3,
+       .stride = 2,
+       .group = 10,
+       .pads = {1, 1, 1, 1}},
+      // 49 taps: register tiles rather than unrolled taps.
+      {.name = "depthwise_7x7_wide",
+       .c = 3,
+       .m = 3,
+       .h = 5,
+       .w = 75,
+       .k = 7,
+       .group = 3,
+       .pads = {3, 3, 3, 3}},
+      {.name = "1x1_residual", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true},
+  };
+}
+
+// The model after fusion: its kernels as the schedule pass gets them.
+ir::IRModule Fused(const std::string& onnx, const ir::Target& target) {
+  auto module = driver::ImportModel(onnx);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  auto fused = driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", &target);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  return fused.ok() ? *std::move(fused) : ir::IRModule{};
+}
+
+// The one kernel whose name starts with "fused_conv".
+const ir::PrimFunc* ConvKernel(const ir::IRModule& module) {
+  for (const auto& [name, func] : module.prim_funcs) {
+    if (name.rfind("fused_conv", 0) == 0) return &func;
+  }
+  ADD_FAILURE() << "no conv kernel in " << ir::ToString(module);
+  return nullptr;
+}
+
+// The constants `kernel`'s call in main passes, by parameter, as Schedule finds them.
+schedule::ConstantOf ConstantsOfCall(const ir::IRModule& module, const ir::PrimFunc& kernel) {
+  std::vector<const ir::NDArray*> constants(kernel.buffers.size(), nullptr);
+  for (const ir::BindingBlock& block : module.functions.at("main").blocks) {
+    for (const ir::Binding& b : block.bindings) {
+      if (b.value->kind != ir::ExprKind::kCall || b.value->callee != kernel.name) continue;
+      for (size_t i = 0; i < b.value->args.size() && i < constants.size(); ++i) {
+        if (b.value->args[i]->kind == ir::ExprKind::kConstant) {
+          constants[i] = b.value->args[i]->data.get();
+        }
+      }
+    }
+  }
+  return [&kernel, constants](const arith::Buffer& buffer) -> const ir::NDArray* {
+    for (size_t i = 0; i < kernel.buffers.size(); ++i) {
+      if (kernel.buffers[i] == buffer) return constants[i];
+    }
+    return nullptr;
+  };
+}
+
+// A model compiled with every tunable kernel built by one trace: the kernels as scheduled,
+// and the artifact loaded.
+struct TracedModel {
+  std::string kernels;
+  std::unique_ptr<runtime::Model> model;
+};
+
+TracedModel CompileWithTrace(const std::string& onnx, const ir::Target& target,
+                             const schedule::Trace& trace) {
+  TracedModel out;
+  auto imported = driver::ImportModel(onnx);
+  EXPECT_TRUE(imported.ok()) << imported.status();
+  if (!imported.ok()) return out;
+  const ir::Function main = imported->functions.at("main");
+  ir::IRModule module = *std::move(imported);
+  ir::PassContext context;
+  context.target = target;
+  auto choose = [&](const schedule::TunableKernel&) { return std::optional(trace); };
+  for (const driver::Pass& pass : driver::Pipeline()) {
+    auto next = pass.name == "schedule" ? schedule::Schedule(std::move(module), target, choose)
+                                        : pass.run(std::move(module), context);
+    EXPECT_TRUE(next.ok()) << pass.name << ": " << next.status();
+    if (!next.ok()) return out;
+    module = *std::move(next);
+    absl::Status verified = ir::VerifyModule(module);
+    EXPECT_TRUE(verified.ok()) << pass.name << ": " << verified;
+    if (pass.name == "schedule") out.kernels = ir::ToString(module);
+  }
+  auto so = codegen::BuildSharedObject(module, driver::SignatureText(main), target);
+  EXPECT_TRUE(so.ok()) << so.status();
+  if (!so.ok()) return out;
+  driver::Artifact artifact;
+  artifact.bytes = *std::move(so);
+  out.model = LoadArtifact(artifact);
+  return out;
+}
+
+ir::Target ResolvedTarget(const std::string& name) {
+  auto target = driver::ResolveTarget(name);
+  EXPECT_TRUE(target.ok()) << target.status();
+  return target.ok() ? *target : ir::Target{};
+}
+
+// The conv kernel's search spaces, as TunableKernels lists them.
+std::vector<schedule::SearchSpace> ConvSpaces(const ConvCase& conv, const ir::Target& target) {
+  std::vector<schedule::TunableKernel> kernels =
+      schedule::TunableKernels(Fused(conv.Model(), target), target);
+  for (const schedule::TunableKernel& k : kernels) {
+    if (k.kernel.rfind("fused_conv", 0) == 0) return k.spaces;
+  }
+  ADD_FAILURE() << "no tunable conv kernel";
+  return {};
+}
+
+std::vector<std::string> KnobNames(const schedule::SearchSpace& space) {
+  std::vector<std::string> names;
+  for (const schedule::Knob& knob : space.knobs) names.push_back(knob.name);
+  return names;
+}
+
+TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
+  ir::Target target = ResolvedTarget(GetParam());
+  using Names = std::vector<std::string>;
+  const Names tiler = {"tile_cols", "tile_vectors", "channel_block", "parallel_blocks"};
+  for (const auto& [conv, rule, knobs] :
+       {std::tuple{TunedCases()[0], "conv", tiler},
+        std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "parallel_rows"}},
+        std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}},
+        std::tuple{TunedCases()[6], "matmul", KnobNames(schedule::MatmulSpace(target))}}) {
+    SCOPED_TRACE(conv.name);
+    std::vector<schedule::SearchSpace> spaces = ConvSpaces(conv, target);
+    ASSERT_EQ(spaces.size(), 1u);
+    EXPECT_EQ(spaces[0].rule, rule);
+    EXPECT_EQ(KnobNames(spaces[0]), knobs);
+    EXPECT_GT(spaces[0].Size(), 1);
+  }
+}
+
+// The default trace builds exactly the kernel the rule builds with no trace; so does a trace
+// of another rule, or of values the rule cannot use.
+TEST_P(ScheduleConvTest, DefaultTraceBuildsTheUntracedKernel) {
+  ir::Target target = ResolvedTarget(GetParam());
+  schedule::Trace bogus = {
+      "conv",
+      {{"tile_cols", 0}, {"tile_vectors", -1}, {"channel_block", 7}, {"row_vectors", 1000}}};
+  for (const ConvCase& conv : TunedCases()) {
+    SCOPED_TRACE(conv.name);
+    ir::IRModule module = Fused(conv.Model(), target);
+    const ir::PrimFunc* kernel = ConvKernel(module);
+    ASSERT_NE(kernel, nullptr);
+    std::optional<schedule::SearchSpace> space = schedule::ConvSpace(kernel->body, target);
+    ASSERT_TRUE(space.has_value());
+    schedule::ConstantOf constants = ConstantsOfCall(module, *kernel);
+    auto built = [&](const schedule::Trace& trace) {
+      auto k = schedule::ScheduleConv(kernel->body, target, constants, trace);
+      EXPECT_TRUE(k.has_value());
+      std::string text = k ? ir::ToString(k->body) : "";
+      if (k && k->packed) {
+        text += arith::ToString(k->packed->packed->shape[0]);
+        text.append(k->packed->data.bytes.begin(), k->packed->data.bytes.end());
+      }
+      return text;
+    };
+    std::string untraced = built({});
+    EXPECT_EQ(built(space->Default()), untraced);
+    EXPECT_EQ(built(bogus), untraced);
+    EXPECT_EQ(built({"openblas", {{"tile_cols", 2}}}), untraced);
+  }
+}
+
+// Each knob at each of its choices, the others at their defaults: the kernel matches the
+// interpreter on one and three threads, and every choice builds a kernel of its own.
+void ExpectEveryChoiceCorrect(const ConvCase& conv, const std::string& target_name) {
+  ir::Target target = ResolvedTarget(target_name);
+  std::vector<schedule::SearchSpace> spaces = ConvSpaces(conv, target);
+  ASSERT_FALSE(spaces.empty());
+  const schedule::SearchSpace& space = spaces[0];
+  std::string onnx = conv.Model();
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  std::vector<int64_t> out = conv.OutShape();
+  std::vector<ir::NDArray> inputs = {Random({2, conv.c, conv.h, conv.w}, 1)};
+  if (conv.residual) inputs.push_back(Random(out, 2));
+  auto expected = interp::Run(*module, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const std::string default_kernels = CompileWithTrace(onnx, target, space.Default()).kernels;
+  for (size_t knob = 0; knob < space.knobs.size(); ++knob) {
+    for (int64_t choice : space.knobs[knob].choices) {
+      schedule::Trace trace = space.Default();
+      trace.decisions[knob].value = choice;
+      SCOPED_TRACE(trace.ToJson());
+      TracedModel traced = CompileWithTrace(onnx, target, trace);
+      ASSERT_NE(traced.model, nullptr);
+      if (choice != space.knobs[knob].choices[0]) {
+        EXPECT_NE(traced.kernels, default_kernels) << "the knob changed nothing";
+      }
+      for (int threads : {1, 3}) {
+        std::string error;
+        ASSERT_TRUE(traced.model->SetNumThreads(threads, &error)) << error;
+        ir::NDArray result = RunModel(*traced.model, inputs,
+                                      {ir::NDArray::Zeros(arith::DataType::Float(32), out)})[0];
+        ExpectClose(result, (*expected)[0], "threads=" + std::to_string(threads));
+      }
+    }
+  }
+}
+
+TEST_P(ScheduleConvTest, EveryKnobChoiceMatchesTheInterpreter) {
+  for (const ConvCase& conv : TunedCases()) {
+    SCOPED_TRACE(conv.name);
+    ExpectEveryChoiceCorrect(conv, GetParam());
   }
 }
 
