@@ -9,7 +9,10 @@ packages=(
   llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev
   libsqlite3-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libonnx-dev libonnx-testdata python3-onnx libdlpack-dev python3-yaml clang-format
-  python3-torch python3-torchvision libopenblas-dev
+  python3-torch python3-torchvision
+  # OpenBLAS: artifacts of targets with libraries=openblas load libopenblas.so.0, and the
+  # bench compares with it.
+  libopenblas-dev libopenblas0-pthread
   # Backends other than x86_64: cross toolchains build kiln-runner for aarch64 and riscv64,
   # qemu-user runs it; wasm32 artifacts run in Node.js and headless Chromium.
   g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user nodejs chromium

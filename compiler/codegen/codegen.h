@@ -38,7 +38,9 @@ struct DeviceCode {
 // Emits every PrimFunc of `module` and its constants, plus the exported
 // `kiln_abi_version` and `kiln_signature` (returning `signature`), as an optimized object for
 // `target`, and links it: an ELF shared object with ld.lld, or for wasm32 a wasm module with
-// wasm-ld (plus kiln_wasm_env, wasm_module.h). Returns the artifact's bytes. With `device`,
+// wasm-ld (plus kiln_wasm_env, wasm_module.h). Returns the artifact's bytes. A shared object
+// whose kernels call a library (LibrariesCalled) needs the library's soname (DT_NEEDED), so
+// the dynamic loader loads it with the artifact. With `device`,
 // the module's host code launches its kernels on a device: for CUDA only the host functions
 // are emitted for `target` (the CPU beside the GPU) and the PTX rides along.
 absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
@@ -50,6 +52,10 @@ absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
 // backend: one `.entry` per kernel, `void name(ptr env, ptr buffers..., scalars...)` as on
 // a CPU (env unused), and the ops its index-error records name. (nvptx.cc)
 absl::StatusOr<DeviceCode> EmitPtx(const ir::IRModule& module, const ir::Target& target);
+
+// The libraries (ir::ExternLibraries names, sorted) whose functions the kernels of `module`
+// call; BuildSharedObject makes the artifact need them, and the manifest names them.
+std::vector<std::string> LibrariesCalled(const ir::IRModule& module);
 
 // The LLVM IR text of the same module (for `kiln inspect` and tests).
 absl::StatusOr<std::string> EmitLLVMText(const ir::IRModule& module, const std::string& signature,

@@ -283,10 +283,39 @@ llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
     for (const PrimExpr& a : e.args) args.push_back(EmitExprAs(a, e.dtype));
     return state_.math.Call(b_, e.name, args);
   }
+  if (const ir::ExternFunction* library_fn = ir::FindExternFunction(e.name)) {
+    return EmitExternCall(e, *library_fn);
+  }
   auto it = state_.functions.find(e.name);
   KILN_CHECK(it != state_.functions.end())
       << "call to unknown function " << e.name << " in " << func_.name;
   return EmitKernelCall(e, it->second);
+}
+
+// A library function (ir::ExternFunction), declared external: the artifact links against its
+// library, the JIT loads it. Arguments as the function's params say; a pointer is the
+// address of the element its load names.
+llvm::Value* FunctionEmitter::EmitExternCall(const ExprNode& e, const ir::ExternFunction& fn) {
+  const std::string_view params = fn.params;
+  KILN_CHECK_EQ(e.args.size(), params.size()) << "arguments of " << e.name << " in " << func_.name;
+  std::vector<llvm::Value*> args;
+  std::vector<llvm::Type*> types;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const PrimExpr& arg = e.args[i];
+    if (params[i] == 'p') {
+      KILN_CHECK(arg->kind == ExprKind::kLoad)
+          << "argument " << i << " of " << e.name << " in " << func_.name
+          << " is a pointer, written as a load of the element it points to";
+      args.push_back(ElementAddress(arg->buffer, arg->args));
+    } else {
+      KILN_CHECK(params[i] == 'i' || params[i] == 'f') << "parameter kind of " << e.name;
+      args.push_back(EmitExprAs(arg, params[i] == 'i' ? DataType::Int(32) : DataType::Float(32)));
+    }
+    types.push_back(args.back()->getType());
+  }
+  auto* type = llvm::FunctionType::get(b_.getVoidTy(), types, false);
+  b_.CreateCall(state_.module.getOrInsertFunction(fn.name, type), args);
+  return llvm::Constant::getNullValue(RegisterType(ctx(), e.dtype));
 }
 
 // Row-major: offset = ((i0 * d1 + i1) * d2 + i2) ...; the first extent is never needed.

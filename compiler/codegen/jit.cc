@@ -2,9 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
+#include "compiler/codegen/codegen.h"
 #include "compiler/codegen/function_emitter.h"
 #include "compiler/codegen/target_machine.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/DiagnosticHandler.h"
@@ -104,6 +106,21 @@ absl::StatusOr<std::unique_ptr<JitKernel>> JitCompileKernel(const ir::IRModule& 
   builder.setDataLayout(llvm_module->getDataLayout());
   auto jit = builder.create();
   if (!jit) return Check(jit.takeError(), "cannot create the JIT");
+  // Library functions the kernel calls resolve in the library, loaded into this process as
+  // the dynamic loader loads it for an artifact.
+  for (const std::string& name : LibrariesCalled(module)) {
+    for (const ir::ExternLibrary& library : ir::ExternLibraries()) {
+      if (name != library.name) continue;
+      auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(
+          library.soname, (*jit)->getDataLayout().getGlobalPrefix());
+      if (!generator) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "kernel ", kernel_name, " calls library ", name, ", which cannot be loaded (",
+            library.soname, "): ", llvm::toString(generator.takeError())));
+      }
+      (*jit)->getMainJITDylib().addGenerator(std::move(*generator));
+    }
+  }
   KILN_RETURN_IF_ERROR(Check(
       (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(llvm_module), std::move(ctx))),
       "cannot add the kernel to the JIT"));

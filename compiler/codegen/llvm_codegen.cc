@@ -1,11 +1,14 @@
 // IRModule -> LLVM module -> optimized object -> shared object (or wasm module). Every call gets
 // its own LLVMContext and TargetMachine, so the daemon may compile several jobs at once.
+#include <set>
+
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/function_emitter.h"
 #include "compiler/codegen/shared_object.h"
 #include "compiler/codegen/target_machine.h"
 #include "compiler/codegen/wasm_module.h"
+#include "compiler/ir/stmt_functor.h"
 #include "kiln/artifact_abi.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Verifier.h"
@@ -206,6 +209,23 @@ absl::StatusOr<OptimizedModule> Optimize(llvm::LLVMContext& ctx, const ir::IRMod
   return result;
 }
 
+// An object for `machine`'s target defining each function of `library` as an empty body: what
+// the artifact is linked against in place of the library (LinkSharedObject).
+absl::StatusOr<std::string> LibraryStubObject(const ir::ExternLibrary& library,
+                                              llvm::TargetMachine& machine) {
+  llvm::LLVMContext ctx;
+  llvm::Module module(library.soname, ctx);
+  module.setTargetTriple(machine.getTargetTriple().str());
+  module.setDataLayout(machine.createDataLayout());
+  module.setPICLevel(llvm::PICLevel::BigPIC);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {}, false);
+  for (const ir::ExternFunction& fn : library.functions) {
+    auto* stub = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, fn.name, module);
+    llvm::ReturnInst::Create(ctx, llvm::BasicBlock::Create(ctx, "entry", stub));
+  }
+  return EmitObjectFile(module, machine);
+}
+
 absl::Status CheckDiagnostics(const std::string& errors) {
   if (errors.empty()) return absl::OkStatus();
   return absl::InternalError("LLVM reported errors: " + errors);
@@ -254,7 +274,30 @@ absl::StatusOr<std::string> BuildSharedObject(const ir::IRModule& module,
   KILN_ASSIGN_OR_RETURN(std::string object, EmitObjectFile(*optimized.module, *optimized.machine));
   KILN_RETURN_IF_ERROR(CheckDiagnostics(errors));
   if (triple.isOSBinFormatWasm()) return LinkWasmModule(object);
-  return LinkSharedObject(object, target.artifact_file.empty() ? "model.so" : target.artifact_file);
+  std::vector<NeededLibrary> needed;
+  for (const std::string& name : LibrariesCalled(module)) {
+    for (const ir::ExternLibrary& library : ir::ExternLibraries()) {
+      if (name != library.name) continue;
+      KILN_ASSIGN_OR_RETURN(std::string stub, LibraryStubObject(library, *optimized.machine));
+      needed.push_back({library.soname, std::move(stub)});
+    }
+  }
+  return LinkSharedObject(object, target.artifact_file.empty() ? "model.so" : target.artifact_file,
+                          needed);
+}
+
+std::vector<std::string> LibrariesCalled(const ir::IRModule& module) {
+  std::set<std::string> names;
+  for (const auto& [name, func] : module.prim_funcs) {
+    if (!func.body) continue;
+    ir::VisitExprs(func.body, [&](const PrimExpr& e) {
+      if (e->kind != arith::ExprKind::kCall) return;
+      if (const ir::ExternLibrary* library = ir::LibraryOfFunction(e->name)) {
+        names.insert(library->name);
+      }
+    });
+  }
+  return {names.begin(), names.end()};
 }
 
 absl::StatusOr<std::string> EmitLLVMText(const ir::IRModule& module, const std::string& signature,

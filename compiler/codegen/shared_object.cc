@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "compiler/arith/check.h"
 #include "kiln/artifact_abi.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Support/Error.h"
@@ -95,10 +97,12 @@ absl::StatusOr<int> Run(const std::vector<std::string>& argv, const std::string&
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-// Writes `object` into a fresh directory, runs `linker` with `flags`, the output and the
-// object, and returns the output's bytes; a failure names the linker as `name`.
+// Writes `object` (and each of `inputs`, file name -> bytes, linked after it) into a fresh
+// directory, runs `linker` with `flags`, the output and the inputs, and returns the output's
+// bytes; a failure names the linker as `name`.
 absl::StatusOr<std::string> Link(std::string_view object, const char* name,
-                                 const std::string& linker, const std::vector<std::string>& flags) {
+                                 const std::string& linker, const std::vector<std::string>& flags,
+                                 const std::map<std::string, std::string>& inputs = {}) {
   auto dir = TempDir::Create();
   if (!dir.ok()) return dir.status();
   std::string input = dir->File("model.o"), output = dir->File("model.out");
@@ -107,6 +111,10 @@ absl::StatusOr<std::string> Link(std::string_view object, const char* name,
   std::vector<std::string> argv = {linker};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"-o", output, input});
+  for (const auto& [file, bytes] : inputs) {
+    if (absl::Status s = WriteFile(dir->File(file), bytes); !s.ok()) return s;
+    argv.push_back(dir->File(file));
+  }
   auto status = Run(argv, log);
   if (!status.ok()) return status.status();
   if (*status != 0) {
@@ -119,10 +127,22 @@ absl::StatusOr<std::string> Link(std::string_view object, const char* name,
 
 }  // namespace
 
-absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname) {
+absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname,
+                                             const std::vector<NeededLibrary>& needed) {
+  const std::string lld = LinkerPath("KILN_LD_LLD", KILN_LD_LLD);
+  // A library is linked against a stub with its soname rather than the library itself, so
+  // the compiling machine needs no copy of it for the target's arch; the artifact only
+  // records the soname and the symbols, and the machine that loads it supplies the library.
+  std::map<std::string, std::string> libraries;
+  for (const NeededLibrary& library : needed) {
+    KILN_ASSIGN_OR_RETURN(libraries[library.soname],
+                          Link(library.stub_object, "ld.lld", lld,
+                               {"-shared", "--hash-style=both", "-soname", library.soname}));
+  }
   return Link(
-      object, "ld.lld", LinkerPath("KILN_LD_LLD", KILN_LD_LLD),
-      {"-shared", "--no-undefined", "-z", "noexecstack", "--hash-style=both", "-soname", soname});
+      object, "ld.lld", lld,
+      {"-shared", "--no-undefined", "-z", "noexecstack", "--hash-style=both", "-soname", soname},
+      libraries);
 }
 
 absl::StatusOr<std::string> LinkWasmModule(std::string_view object) {

@@ -14,7 +14,15 @@ namespace kiln::codegen {
 // Links the ELF relocatable `object` into a shared object named `soname`, with no undefined
 // symbols allowed, by running ld.lld (KILN_LD_LLD, or the KILN_LD_LLD environment variable) in
 // a private temporary directory. A link failure is INTERNAL with lld's output.
-absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname);
+// Each of `needed` becomes a DT_NEEDED entry and provides the symbols it defines.
+struct NeededLibrary {
+  std::string soname;  // "libopenblas.so.0"
+  // An ELF relocatable for the same target defining the library's functions (stubs suffice:
+  // only their names and the soname go into the artifact).
+  std::string stub_object;
+};
+absl::StatusOr<std::string> LinkSharedObject(std::string_view object, const std::string& soname,
+                                             const std::vector<NeededLibrary>& needed = {});
 
 // Links the wasm relocatable `object` into a wasm module (no entry point, a growable exported
 // memory, the stack first so an overflow traps instead of overwriting data) exporting the

@@ -119,10 +119,10 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   Artifact artifact;
   artifact.target = target.Canonical();
   artifact.file_name = target.artifact_file;
-  artifact.manifest_json =
-      ManifestJson(main, target,
-                   {target.artifact_file, cache::Sha256Digest(so), options.Canonical(),
-                    context.workspace_bytes, context.no_reuse_bytes, DeviceName(target, context)});
+  artifact.manifest_json = ManifestJson(
+      main, target,
+      {target.artifact_file, cache::Sha256Digest(so), options.Canonical(), context.workspace_bytes,
+       context.no_reuse_bytes, DeviceName(target, context), codegen::LibrariesCalled(module)});
   artifact.bytes = std::move(so);
   Report(events, Kind::kInfo, "done", absl::StrCat(artifact.bytes.size(), " bytes"));
   return artifact;

@@ -145,6 +145,11 @@ std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info) {
   std::string device =
       info.device.empty() ? "" : absl::StrCat(",\n  \"device\": ", JsonString(info.device));
+  // Only artifacts that call a library say so: the machine that loads them must have it.
+  std::vector<std::string> names;
+  for (const std::string& library : info.libraries) names.push_back(JsonString(library));
+  std::string libraries =
+      names.empty() ? "" : absl::StrCat(",\n  \"libraries\": [", absl::StrJoin(names, ", "), "]");
   return absl::StrCat("{\n  \"format\": \"kiln-artifact\",\n  \"abi_version\": ",
                       info.device.empty() ? KILN_ABI_VERSION_CPU : KILN_ABI_VERSION, device,
                       ",\n  \"artifact\": ", JsonString(info.artifact_file),
@@ -155,7 +160,7 @@ std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                       ",\n  \"options\": ", JsonString(info.options),
                       ",\n  \"workspace_bytes\": ", JsonSize(info.workspace_bytes),
                       ",\n  \"workspace_bytes_without_reuse\": ", JsonSize(info.no_reuse_bytes),
-                      ",\n  \"symbols\": [", absl::StrJoin(SymbolNames(main), ", "), "]",
+                      ",\n  \"symbols\": [", absl::StrJoin(SymbolNames(main), ", "), "]", libraries,
                       ",\n  \"inputs\": ", JsonTensors(Inputs(main)),
                       ",\n  \"outputs\": ", JsonTensors(Outputs(main)), "\n}\n");
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/ir/graph.h"
 #include "compiler/ir/target.h"
@@ -20,6 +21,8 @@ struct ManifestInfo {
   arith::PrimExpr workspace_bytes, no_reuse_bytes;
   // "cuda" or "emulated" for a device artifact (ABI version 4), else empty.
   std::string device;
+  // Libraries the kernels call (codegen::LibrariesCalled), which the loading machine needs.
+  std::vector<std::string> libraries;
 };
 std::string ManifestJson(const ir::Function& main, const ir::Target& target,
                          const ManifestInfo& info);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -178,6 +179,38 @@ absl::Status ParseGpuKeys(const std::string& text, std::map<std::string, std::st
   return absl::OkStatus();
 }
 
+// libraries: names from ExternLibraries, each available on the target's arch; sorted and
+// deduplicated, as features are, so the canonical form does not depend on the spelling.
+absl::Status ParseLibraries(const std::string& text, std::map<std::string, std::string>& values,
+                            Target& target) {
+  auto it = values.find("libraries");
+  if (it == values.end()) return absl::OkStatus();
+  std::set<std::string> names;
+  for (absl::string_view piece : absl::StrSplit(it->second, ',', absl::SkipWhitespace())) {
+    std::string name(absl::StripAsciiWhitespace(piece));
+    const ExternLibrary* library = nullptr;
+    std::vector<std::string> known;
+    for (const ExternLibrary& l : ExternLibraries()) {
+      if (name == l.name) library = &l;
+      known.push_back(l.name);
+    }
+    if (!library) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target description '", text, "': unknown library '", name,
+                       "'; known libraries: ", absl::StrJoin(known, ", ")));
+    }
+    const std::string arch = target.Arch();
+    if (std::find(library->archs.begin(), library->archs.end(), arch) == library->archs.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target description '", text, "': library '", name, "' is not available for ", arch,
+          "; it is for ", absl::StrJoin(library->archs, ", ")));
+    }
+    names.insert(name);
+  }
+  target.libraries.assign(names.begin(), names.end());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Target> ParseDescription(const std::string& text) {
   std::map<std::string, std::string> values;
   for (absl::string_view pair : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
@@ -189,11 +222,12 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
                        "'; expected key=value with keys triple, cpu, features, vector_bits"));
     }
     if (key != "triple" && key != "cpu" && key != "features" && key != "vector_bits" &&
-        key != "threads" && key != "threads_per_block" && key != "shared_memory") {
+        key != "threads" && key != "threads_per_block" && key != "shared_memory" &&
+        key != "libraries") {
       return absl::InvalidArgumentError(
           absl::StrCat("target description '", text, "': unknown key '", key,
                        "'; known keys: triple, cpu, features, vector_bits, threads, "
-                       "threads_per_block, shared_memory"));
+                       "threads_per_block, shared_memory, libraries"));
     }
     if (!values.emplace(key, absl::StripAsciiWhitespace(kv[1])).second) {
       return absl::InvalidArgumentError(
@@ -226,6 +260,7 @@ absl::StatusOr<Target> ParseDescription(const std::string& text) {
   }
   KILN_RETURN_IF_ERROR(ParseThreads(text, values, target));
   KILN_RETURN_IF_ERROR(ParseGpuKeys(text, values, target));
+  KILN_RETURN_IF_ERROR(ParseLibraries(text, values, target));
   target.preset = absl::StrFormat("%s-custom-%08x", arch.name, Fnv1a32(target.Canonical()));
   return target;
 }
@@ -242,7 +277,43 @@ std::string Target::Canonical() const {
     absl::StrAppend(&text, ";threads_per_block=", threads_per_block,
                     ";shared_memory=", shared_memory);
   }
+  // Only when named, so the keys of targets without libraries stay as they were.
+  if (!libraries.empty()) absl::StrAppend(&text, ";libraries=", absl::StrJoin(libraries, ","));
   return text;
+}
+
+bool Target::HasLibrary(std::string_view library) const {
+  return std::find(libraries.begin(), libraries.end(), library) != libraries.end();
+}
+
+const std::vector<ExternLibrary>& ExternLibraries() {
+  // cblas_sgemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc).
+  // Debian builds OpenBLAS for these three archs (libopenblas0-pthread).
+  static const auto* libraries = new std::vector<ExternLibrary>{
+      {"openblas",
+       "libopenblas.so.0",
+       {{"cblas_sgemm", "iiiiiifpipifpi"}, {"openblas_set_num_threads", "i"}},
+       {"x86_64", "aarch64", "riscv64"}},
+  };
+  return *libraries;
+}
+
+const ExternLibrary* LibraryOfFunction(std::string_view name) {
+  for (const ExternLibrary& library : ExternLibraries()) {
+    for (const ExternFunction& f : library.functions) {
+      if (name == f.name) return &library;
+    }
+  }
+  return nullptr;
+}
+
+const ExternFunction* FindExternFunction(std::string_view name) {
+  for (const ExternLibrary& library : ExternLibraries()) {
+    for (const ExternFunction& f : library.functions) {
+      if (name == f.name) return &f;
+    }
+  }
+  return nullptr;
 }
 
 bool Target::IsGpu() const { return Arch() == "nvptx64"; }

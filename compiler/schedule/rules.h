@@ -111,4 +111,15 @@ std::optional<ir::Stmt> ScheduleRowsForGpu(const std::vector<Axis>& rows,
 // buffer the body writes, so they may run in any order or at once.
 bool IterationsAreIndependent(const arith::PrimExpr& var, const ir::Stmt& body);
 
+// library_rule.cc: a matmul whose A and B are plain row-major (or transposed) matrices per
+// batch element, as calls to OpenBLAS's cblas_sgemm (the target must have "openblas"): one
+// call per task of up to 64 rows of one batch element, tasks on the runtime's thread pool,
+// OpenBLAS itself single-threaded; then the fused epilogue over the task's rows. nullopt for
+// any other kernel.
+std::optional<ScheduledKernel> ScheduleMatmulAsLibraryCall(const ir::Stmt& body,
+                                                           const ir::Target& target);
+
+// The library rule's space: rule "openblas", no knobs.
+SearchSpace LibrarySpace();
+
 }  // namespace kiln::schedule

@@ -83,7 +83,12 @@ ConstantOf ConstantsAt(const ir::PrimFunc& func, const std::map<std::string, Cal
 
 // The rules with knobs that can build `body`, the default's first; empty when it has none.
 std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& target) {
-  if (MatchMatmul(body)) return {MatmulSpace(target)};
+  if (MatchMatmul(body)) {
+    std::vector<SearchSpace> spaces = {MatmulSpace(target)};
+    if (ScheduleMatmulAsLibraryCall(body, target)) spaces.push_back(LibrarySpace());
+    return spaces;
+  }
+  if (std::optional<SearchSpace> conv = ConvSpace(body, target)) return {*std::move(conv)};
   return {};
 }
 
@@ -112,6 +117,11 @@ ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
                       const ConstantOf& constant_of, const Trace& trace) {
   std::optional<ScheduledKernel> rule;
   if (trace.rule == "matmul") rule = ScheduleMatmul(func.body, target, constant_of, trace);
+  if (trace.rule == "openblas") rule = ScheduleMatmulAsLibraryCall(func.body, target);
+  // A conv's own trace, or the matmul rule's for a pointwise conv.
+  if (!rule && (trace.rule == "conv" || trace.rule == "matmul")) {
+    rule = ScheduleConv(func.body, target, constant_of, trace);
+  }
   if (!rule) rule = ScheduleMatmul(func.body, target, constant_of);
   if (!rule) rule = ScheduleConv(func.body, target, constant_of);
   if (!rule) rule = ScheduledKernel{ScheduleLoopNests(func.body), std::nullopt};

@@ -198,5 +198,38 @@ TEST(TargetTest, UnsupportedArchIsNamed) {
   EXPECT_THAT(ErrorOf("triple=arm-linux-gnueabihf"), HasSubstr("arch 'arm'"));
 }
 
+TEST(TargetTest, LibrariesAreSortedAndOnlyInTheCanonicalFormWhenNamed) {
+  const std::string base = "triple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;vector_bits=128";
+  EXPECT_EQ(CanonicalOf("triple=x86_64-linux-gnu"), base);
+  EXPECT_TRUE(ParseTarget("x86_64")->libraries.empty());
+  absl::StatusOr<Target> blas = ParseTarget("triple=x86_64-linux-gnu;libraries= openblas,openblas");
+  ASSERT_TRUE(blas.ok()) << blas.status();
+  EXPECT_EQ(blas->libraries, std::vector<std::string>{"openblas"});
+  EXPECT_TRUE(blas->HasLibrary("openblas"));
+  EXPECT_FALSE(ParseTarget("x86_64")->HasLibrary("openblas"));
+  EXPECT_EQ(blas->Canonical(), base + ";libraries=openblas");
+  // Another spelling of the same target shares its key; without the library it differs.
+  EXPECT_EQ(CanonicalOf(blas->Canonical()), blas->Canonical());
+  EXPECT_NE(blas->preset, ParseTarget("triple=x86_64-linux-gnu")->preset);
+  EXPECT_TRUE(ParseTarget("triple=aarch64-linux-gnu;libraries=openblas").ok());
+  EXPECT_TRUE(ParseTarget("triple=riscv64-linux-gnu;libraries=openblas").ok());
+}
+
+TEST(TargetTest, LibraryErrorsNameTheLibrary) {
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;libraries=openblas,mkl"),
+              HasSubstr("unknown library 'mkl'; known libraries: openblas"));
+  EXPECT_THAT(ErrorOf("triple=wasm32;libraries=openblas"),
+              HasSubstr("library 'openblas' is not available for wasm32"));
+  EXPECT_THAT(ErrorOf("triple=x86_64-linux-gnu;librarys=openblas"),
+              HasSubstr("unknown key 'librarys'"));
+}
+
+TEST(TargetTest, ExternFunctionsBelongToTheirLibrary) {
+  ASSERT_NE(LibraryOfFunction("cblas_sgemm"), nullptr);
+  EXPECT_STREQ(LibraryOfFunction("cblas_sgemm")->soname, "libopenblas.so.0");
+  EXPECT_EQ(LibraryOfFunction("exp"), nullptr);
+  EXPECT_EQ(std::string(FindExternFunction("cblas_sgemm")->params).size(), 14u);
+}
+
 }  // namespace
 }  // namespace kiln::ir
