@@ -6,6 +6,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/manifest.h"
 #include "compiler/driver/pipeline.h"
+#include "compiler/driver/tuning.h"
 #include "compiler/frontend/onnx_importer.h"
 
 namespace kiln::driver {
@@ -111,7 +112,18 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   context.target = target;
   context.dim_bounds = options.dim_bounds;
   context.schedule_target = options.schedule_as;
+  if (options.tuning_db) {
+    const ir::Target schedule_target = options.schedule_as.value_or(target);
+    context.tuned_trace = [&options, schedule_target](const std::string& workload) {
+      return TunedTrace(*options.tuning_db, workload, schedule_target);
+    };
+  }
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass, "", context));
+  if (options.tuning_db) {
+    Report(events, Kind::kInfo, "schedule",
+           absl::StrCat(context.tuned_kernels, " of ", context.tunable_kernels,
+                        " tunable kernels from tuning records"));
+  }
   Report(events, Kind::kStage, "codegen",
          absl::StrCat("LLVM for ", target.triple, " (", target.cpu, ")"));
   std::string signature = SignatureText(main);

@@ -11,6 +11,11 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/graph.h"
 #include "compiler/ir/target.h"
+#include "compiler/tune/tuner.h"
+
+namespace kiln::cache {
+class TuningDb;
+}  // namespace kiln::cache
 
 namespace kiln::driver {
 
@@ -24,15 +29,20 @@ struct CompileOptions {
   // Schedule the kernels for this target instead of the compile target (PassContext's
   // schedule_target): a GPU target's schedules on a CPU, to check them without a GPU.
   std::optional<ir::Target> schedule_as;
+  // The tuning database: every kernel it has a record for (this compiler's, for the target)
+  // is built from the record's schedule. Null: default schedules. Not part of Canonical():
+  // callers that cache artifacts key them by the database's state too (TuningDb::Revision).
+  cache::TuningDb* tuning_db = nullptr;
   // Stable text of the options, for cache keys ("dim_bounds=seq:4096").
   std::string Canonical() const;
 };
 
 struct CompileEvent {
-  enum class Kind { kStage, kPass, kInfo };
+  enum class Kind { kStage, kPass, kInfo, kTuning };
   Kind kind = Kind::kInfo;
   std::string name;     // stage or pass name ("import", "legalize", "codegen")
   std::string message;  // human text
+  tune::TuneProgress tuning;  // kTuning: trials done, best GFLOP/s, time left
 };
 using EventSink = std::function<void(const CompileEvent&)>;
 

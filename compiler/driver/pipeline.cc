@@ -18,9 +18,25 @@ absl::StatusOr<ir::IRModule> ModuleOnly(ir::IRModule module, ir::PassContext&) {
   return pass(std::move(module));
 }
 
+// Each tunable kernel takes its tuning record's trace where the database has one.
 static absl::StatusOr<ir::IRModule> ScheduleForTarget(ir::IRModule module,
                                                       ir::PassContext& context) {
-  return schedule::Schedule(std::move(module), context.schedule_target.value_or(context.target));
+  auto choose = [&](const schedule::TunableKernel& kernel) -> std::optional<schedule::Trace> {
+    ++context.tunable_kernels;
+    if (!context.tuned_trace) return std::nullopt;
+    std::optional<std::string> json = context.tuned_trace(kernel.workload);
+    if (!json) return std::nullopt;
+    absl::StatusOr<schedule::Trace> trace = schedule::ParseTrace(*json);
+    if (!trace.ok()) return std::nullopt;
+    for (const schedule::SearchSpace& space : kernel.spaces) {
+      if (!space.Contains(*trace)) continue;
+      ++context.tuned_kernels;
+      return *trace;
+    }
+    return std::nullopt;  // a record of another space: the key's space version should differ
+  };
+  return schedule::Schedule(std::move(module), context.schedule_target.value_or(context.target),
+                            choose);
 }
 
 const std::vector<Pass>& Pipeline() {
@@ -33,7 +49,8 @@ const std::vector<Pass>& Pipeline() {
       {"legalize", ModuleOnly<transform::Legalize>},
       // Kernels merge with their consumers where their loops allow (classified, not by op name).
       {"fuse_ops", ModuleOnly<transform::FuseOps>},
-      // Each kernel gets the default schedule of its class for the target: tiles, threads, vectors.
+      // Each kernel gets its tuned schedule for the target from the tuning database, else the
+      // default of its class: tiles, threads, vectors.
       {"schedule", ScheduleForTarget},
       // `main` becomes ahead-of-time host code: bind shapes, check, plan and carve the
       // workspace, call the kernels.

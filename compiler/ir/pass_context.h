@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,12 +21,18 @@ struct PassContext {
   std::optional<Target> schedule_target;
   // User upper bounds of symbolic dims ("seq" -> 4096), for memory planning.
   std::map<std::string, int64_t> dim_bounds;
+  // The tuned schedule (a trace, as JSON) the tuning database holds for a kernel of this
+  // workload text (schedule::TunableKernel::workload), if any. Unset: default schedules.
+  std::function<std::optional<std::string>(const std::string& workload)> tuned_trace;
 
   // Memory planning's result, in terms of the inputs' symbolic dims: the workspace the
   // artifact allocates per run (storage shared across non-overlapping lifetimes) and what it
   // would need if every intermediate had its own storage. Null until host lowering ran.
   arith::PrimExpr workspace_bytes;
   arith::PrimExpr no_reuse_bytes;
+  // The schedule pass's: kernels with knobs, and those built from a tuning record.
+  int tunable_kernels = 0;
+  int tuned_kernels = 0;
 };
 
 }  // namespace kiln::ir

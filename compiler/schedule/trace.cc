@@ -16,9 +16,10 @@ int64_t Trace::Get(std::string_view knob, int64_t fallback) const {
 }
 
 std::string Trace::ToJson() const {
-  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  // nlohmann::json keeps keys sorted: the canonical form the tuning database stores.
+  nlohmann::json steps = nlohmann::json::array();
   for (const Decision& d : decisions) steps.push_back({{"knob", d.knob}, {"value", d.value}});
-  nlohmann::ordered_json json = {{"rule", rule}, {"decisions", steps}};
+  nlohmann::json json = {{"rule", rule}, {"decisions", steps}};
   return json.dump();
 }
 

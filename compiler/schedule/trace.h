@@ -1,8 +1,8 @@
 // A schedule as the tuner records it and replays it: the rule that built the kernel and the
 // decisions the rule took (a knob each: tile sizes, vector widths, parallel grain). A rule
 // given the same trace builds the same kernel, so a trace is all the tuning database keeps.
-// JSON: {"rule":"matmul","decisions":[{"knob":"tile_rows","value":6},...]}, knobs in the order
-// the rule takes them.
+// JSON: {"decisions":[{"knob":"tile_rows","value":6},...],"rule":"matmul"} (keys sorted, so
+// the text is canonical), knobs in the order the rule takes them.
 #pragma once
 
 #include <cstdint>

@@ -161,17 +161,47 @@ absl::StatusOr<const ir::PrimFunc*> FindKernel(const ir::IRModule& module,
   return &it->second;
 }
 
-// The buffers of `func` with their shapes at `values`, filled from `seed`.
-absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(
-    const ir::PrimFunc& func, const std::map<std::string, int64_t>& values, uint64_t seed) {
+// Parameter index -> the constant the kernel's call site passes (weights, maybe packed at
+// compile time by the schedule): the kernel is measured with them, as it will run.
+using ConstantArgs = std::map<size_t, const ir::NDArray*>;
+
+ConstantArgs ConstantArguments(const ir::IRModule& module, const std::string& kernel) {
+  ConstantArgs constants;
+  for (const auto& [name, func] : module.functions) {
+    for (const ir::BindingBlock& block : func.blocks) {
+      for (const ir::Binding& b : block.bindings) {
+        const ir::Expr& call = b.value;
+        if (call->kind != ir::ExprKind::kCall || call->name != "call_tir" ||
+            call->callee != kernel) {
+          continue;
+        }
+        for (size_t i = 0; i < call->args.size(); ++i) {
+          if (call->args[i]->kind == ir::ExprKind::kConstant) {
+            constants[i] = call->args[i]->data.get();
+          }
+        }
+        return constants;
+      }
+    }
+  }
+  return constants;
+}
+
+// The buffers of `func` with their shapes at `values`, filled from `seed` or, for a
+// parameter in `constants`, with that constant.
+absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(const ir::PrimFunc& func,
+                                                        const std::map<std::string, int64_t>& values,
+                                                        uint64_t seed,
+                                                        const ConstantArgs& constants) {
   auto lookup = [&](const arith::ExprNode& var) -> std::optional<int64_t> {
     auto it = values.find(var.name);
     if (it == values.end()) return std::nullopt;
     return it->second;
   };
-  std::mt19937_64 random(seed);
   std::vector<HostBuffer> buffers;
   for (const arith::Buffer& b : func.buffers) {
+    // A stream per buffer: a packed constant's other size must not shift the next buffers.
+    std::mt19937_64 random(seed + 0x9e3779b97f4a7c15 * (buffers.size() + 1));
     HostBuffer buffer{b->name, b->dtype};
     buffer.elements = 1;
     for (const arith::PrimExpr& dim : b->shape) {
@@ -187,7 +217,17 @@ absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(
       buffer.elements *= *extent;
     }
     buffer.words.assign((buffer.elements * b->dtype.bytes() + 7) / 8, 0);
-    FillRandom(buffer, random);
+    auto constant = constants.find(buffers.size());
+    if (constant == constants.end()) {
+      FillRandom(buffer, random);
+    } else {
+      const ir::NDArray& data = *constant->second;
+      if (data.dtype != b->dtype || data.num_elements() != buffer.elements) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel ", func.name, ": the constant passed as ", b->name, " does not fit it"));
+      }
+      std::memcpy(buffer.data(), data.bytes.data(), data.bytes.size());
+    }
     buffers.push_back(std::move(buffer));
   }
   return buffers;
@@ -206,12 +246,15 @@ std::set<size_t> WrittenBuffers(const ir::PrimFunc& func) {
   return written;
 }
 
-absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFunc& reference) {
+// A parameter bound to a constant may differ in shape: a schedule may pack weights.
+absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFunc& reference,
+                                const ConstantArgs& constants) {
   bool same = candidate.buffers.size() == reference.buffers.size() &&
               candidate.scalars.size() == reference.scalars.size();
   for (size_t i = 0; same && i < reference.buffers.size(); ++i) {
     same = candidate.buffers[i]->dtype == reference.buffers[i]->dtype &&
-           candidate.buffers[i]->shape.size() == reference.buffers[i]->shape.size();
+           (constants.count(i) ||
+            candidate.buffers[i]->shape.size() == reference.buffers[i]->shape.size());
   }
   for (size_t i = 0; same && i < reference.scalars.size(); ++i) {
     same = candidate.scalars[i]->name == reference.scalars[i]->name;
@@ -257,7 +300,10 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                         FindKernel(reference, kernel, "reference"));
   KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* candidate_func,
                         FindKernel(candidate, kernel, "candidate"));
-  KILN_RETURN_IF_ERROR(CheckSameSignature(*candidate_func, *reference_func));
+  const ConstantArgs reference_constants = ConstantArguments(reference, kernel);
+  const ConstantArgs candidate_constants = ConstantArguments(candidate, kernel);
+  KILN_RETURN_IF_ERROR(
+      CheckSameSignature(*candidate_func, *reference_func, candidate_constants));
   std::vector<int64_t> scalars;
   for (const arith::PrimExpr& s : reference_func->scalars) {
     auto it = scalar_values.find(s->name);
@@ -267,11 +313,13 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
     scalars.push_back(it->second);
   }
   KILN_ASSIGN_OR_RETURN(std::vector<HostBuffer> expected,
-                        AllocateBuffers(*reference_func, scalar_values, options.seed));
+                        AllocateBuffers(*reference_func, scalar_values, options.seed,
+                                        reference_constants));
   KILN_ASSIGN_OR_RETURN(std::vector<HostBuffer> actual,
-                        AllocateBuffers(*candidate_func, scalar_values, options.seed));
+                        AllocateBuffers(*candidate_func, scalar_values, options.seed,
+                                        candidate_constants));
   for (size_t i = 0; i < expected.size(); ++i) {
-    if (actual[i].elements != expected[i].elements) {
+    if (actual[i].elements != expected[i].elements && !candidate_constants.count(i)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "kernel ", kernel, ": buffer ", expected[i].name, " has ", actual[i].elements,
           " elements in the candidate and ", expected[i].elements, " in the reference"));

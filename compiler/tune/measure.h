@@ -39,7 +39,9 @@ struct Measurement {
 
 // Allocates the buffers of kernel `kernel` with its scalars at `scalar_values` (every scalar
 // the kernel takes needs a value), fills them with random values (floats in [-1, 1], ints in
-// [-4, 4]), runs the reference's kernel and the candidate's on copies, compares every buffer
+// [-4, 4]) or, for a parameter a call of the kernel in the module's functions passes a
+// constant, with that constant (weights, which the candidate may have packed at compile
+// time), runs the reference's kernel and the candidate's on copies, compares every buffer
 // the kernel writes (rtol 1e-4, atol 1e-5), then times options.warmup + options.repeats runs
 // of the candidate. An error status is a bad request or a reference that does not run (no
 // such kernel, a missing scalar, kernels with different buffers, a target not this machine).

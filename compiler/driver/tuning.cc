@@ -1,0 +1,108 @@
+#include "compiler/driver/tuning.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "cache/digest.h"
+#include "compiler/arith/check.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/driver/pipeline.h"
+
+namespace kiln::driver {
+
+cache::TuningKey TuningKeyOf(const std::string& workload, const ir::Target& target) {
+  return {cache::Sha256Hex(workload), target.Canonical(), kTuningSpaceVersion, ""};
+}
+
+std::optional<std::string> TunedTrace(cache::TuningDb& db, const std::string& workload,
+                                      const ir::Target& target) {
+  absl::StatusOr<std::optional<cache::TuningRecord>> best =
+      db.Best(TuningKeyOf(workload, target), CompilerVersion());
+  if (!best.ok() || !*best) return std::nullopt;  // a database error costs the tuned schedule only
+  return (*best)->trace_json;
+}
+
+std::string HostDeviceName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, "model name")) continue;
+    size_t colon = rest.find(':');
+    if (colon != absl::string_view::npos) {
+      return std::string(absl::StripAsciiWhitespace(rest.substr(colon + 1)));
+    }
+  }
+  absl::StatusOr<ir::Target> host = codegen::HostTarget();
+  return host.ok() ? host->cpu : "unknown CPU";
+}
+
+namespace {
+
+void Progress(const EventSink& events, const tune::TuneProgress& p) {
+  if (!events) return;
+  std::string message = absl::StrFormat("kernel %d/%d %s: trial %d/%d, best %.1f GFLOP/s",
+                                        p.kernel_index, p.kernels, p.kernel, p.trials_done,
+                                        p.trials_budget, p.best_gflops);
+  if (p.seconds_left >= 0) absl::StrAppendFormat(&message, ", about %.0f s left", p.seconds_left);
+  CompileEvent event{CompileEvent::Kind::kTuning, "tune", std::move(message)};
+  event.tuning = p;
+  events(event);
+}
+
+absl::Status Record(cache::TuningDb& db, const tune::TuneResult& result,
+                    const ir::Target& target) {
+  cache::TuningRecord record;
+  record.key = TuningKeyOf(result.kernel.workload, target);
+  record.trace_json = result.best.ToJson();
+  record.median_ns = static_cast<double>(result.best_measurement.median_ns);
+  for (int64_t t : result.best_measurement.times_ns) record.times_ns.push_back(t);
+  record.device = HostDeviceName();
+  record.compiler_version = CompilerVersion();
+  return db.Put(record);
+}
+
+}  // namespace
+
+absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Target& target,
+                                      const CompileOptions& options,
+                                      const TuneModelOptions& tune_options, cache::TuningDb& db,
+                                      const EventSink& events) {
+  KILN_ASSIGN_OR_RETURN(ir::Target host, codegen::HostTarget());
+  if (target.IsGpu() || target.Arch() != host.Arch()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target ", target.preset, " cannot be tuned here: tuning measures kernels on ",
+                     "this machine, a ", host.Arch(), " CPU"));
+  }
+  KILN_ASSIGN_OR_RETURN(ir::IRModule module, ImportModel(onnx_bytes));
+  ir::PassContext context;
+  context.target = target;
+  context.dim_bounds = options.dim_bounds;
+  KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), nullptr, "fuse_ops", context));
+
+  TuneSummary summary;
+  auto skip = [&](const schedule::TunableKernel& kernel) {
+    ++summary.kernels;
+    if (tune_options.retune || !TunedTrace(db, kernel.workload, target)) return false;
+    ++summary.already_tuned;
+    return true;
+  };
+  absl::Status write_status;
+  auto on_result = [&](const tune::TuneResult& result) {
+    write_status.Update(Record(db, result, target));
+  };
+  tune::TuneOptions tune = tune_options.tune;
+  if (tune.measure.target == std::nullopt) tune.measure.target = target;
+  KILN_ASSIGN_OR_RETURN(summary.results,
+                        tune::TuneModule(module, target, tune, skip, on_result,
+                                         [&](const tune::TuneProgress& p) { Progress(events, p); }));
+  KILN_RETURN_IF_ERROR(write_status);
+  for (const tune::TuneResult& r : summary.results) {
+    summary.trials += r.trials;
+    summary.failed_trials += r.failed;
+  }
+  return summary;
+}
+
+}  // namespace kiln::driver

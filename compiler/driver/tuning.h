@@ -1,0 +1,56 @@
+// Tuning as a service of the driver: TuneModel measures a model's kernels on this machine and
+// writes the best schedules into the tuning database; CompileModel (driver.h, with
+// CompileOptions::tuning_db) builds every kernel from its record when the database has one.
+// Records are keyed by the kernel's workload, so they serve every later model that meets the
+// same kernel.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/tuning_db.h"
+#include "compiler/driver/driver.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/tune/tuner.h"
+
+namespace kiln::driver {
+
+// The version of the schedule rules' knobs (schedule/*_rule.cc): bumped when a knob changes
+// meaning, so that no record is replayed into another space.
+inline constexpr int kTuningSpaceVersion = 1;
+
+// The database key of `kernel` scheduled for `target`.
+cache::TuningKey TuningKeyOf(const std::string& workload, const ir::Target& target);
+
+// What the tuning database knows of `workload` on `target` (for PassContext::tuned_trace).
+std::optional<std::string> TunedTrace(cache::TuningDb& db, const std::string& workload,
+                                      const ir::Target& target);
+
+struct TuneModelOptions {
+  tune::TuneOptions tune;
+  // Tune kernels that already have a record too (a new record replaces it only if faster).
+  bool retune = false;
+};
+
+struct TuneSummary {
+  int kernels = 0;          // distinct tunable kernels of the model
+  int already_tuned = 0;    // skipped: the database had a record
+  std::vector<tune::TuneResult> results;  // the kernels measured this time
+  int trials = 0;
+  int failed_trials = 0;
+};
+
+// Tunes the kernels of an ONNX model for `target` (this machine's arch; "host" is the usual
+// choice) and records the best schedule of each in `db`. Progress streams through `events`
+// as kTuning events. INVALID_ARGUMENT for a target this machine cannot run.
+absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Target& target,
+                                      const CompileOptions& options,
+                                      const TuneModelOptions& tune_options, cache::TuningDb& db,
+                                      const EventSink& events);
+
+// The CPU this process runs on ("AMD EPYC 7B13"), as records name the device.
+std::string HostDeviceName();
+
+}  // namespace kiln::driver

@@ -1,0 +1,308 @@
+#include "compiler/tune/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/arith/check.h"
+#include "compiler/tune/cost_model.h"
+
+namespace kiln::tune {
+namespace {
+
+using arith::ExprKind;
+using arith::PrimExpr;
+using schedule::SearchSpace;
+using schedule::Trace;
+using schedule::TunableKernel;
+using Clock = std::chrono::steady_clock;
+
+double ExprFlops(const PrimExpr& e) {
+  if (!e) return 0;
+  double flops = 0;
+  if (e->dtype.is_float() && (arith::IsBinary(e->kind) || e->kind == ExprKind::kCall)) flops = 1;
+  for (const PrimExpr& arg : e->args) flops += ExprFlops(arg);
+  return flops;
+}
+
+double StmtFlops(const ir::Stmt& s, const std::map<std::string, int64_t>& values) {
+  if (!s) return 0;
+  auto lookup = [&](const arith::ExprNode& var) -> std::optional<int64_t> {
+    auto it = values.find(var.name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+  switch (s->kind) {
+    case ir::StmtKind::kFor: {
+      absl::StatusOr<int64_t> extent = arith::EvaluateInt(s->extent, lookup);
+      return (extent.ok() ? std::max<int64_t>(*extent, 0) : 1) * StmtFlops(s->body, values);
+    }
+    case ir::StmtKind::kSeq: {
+      double total = 0;
+      for (const ir::Stmt& child : s->seq) total += StmtFlops(child, values);
+      return total;
+    }
+    case ir::StmtKind::kIfThenElse:
+      return std::max(StmtFlops(s->then_case, values), StmtFlops(s->else_case, values));
+    case ir::StmtKind::kLet:
+      return ExprFlops(s->value) + StmtFlops(s->body, values);
+    case ir::StmtKind::kAllocate:
+      return StmtFlops(s->body, values);
+    default:
+      return ExprFlops(s->value);
+  }
+}
+
+// The module the search schedules again and again: the graph functions (the kernel's call
+// site binds its constants) and the one kernel.
+ir::IRModule KernelModule(const ir::IRModule& module, const std::string& kernel) {
+  ir::IRModule reduced = module;
+  reduced.prim_funcs.clear();
+  reduced.prim_funcs.emplace(kernel, module.prim_funcs.at(kernel));
+  return reduced;
+}
+
+class KernelSearch {
+ public:
+  KernelSearch(const ir::IRModule& module, const TunableKernel& kernel, const ir::Target& target,
+               const std::map<std::string, int64_t>& scalars, const TuneOptions& options,
+               std::mt19937_64& random)
+      : module_(KernelModule(module, kernel.kernel)),
+        kernel_(kernel),
+        target_(target),
+        scalars_(scalars),
+        options_(options),
+        random_(random) {}
+
+  // Measures the default schedule, then up to `budget` - 1 more candidates, while
+  // `keep_going` says so; `on_trial` hears each.
+  absl::StatusOr<TuneResult> Run(int budget, const std::function<bool()>& keep_going,
+                                 const std::function<void(const TuneResult&)>& on_trial) {
+    TuneResult result;
+    result.kernel = kernel_;
+    result.flops = StmtFlops(module_.prim_funcs.at(kernel_.kernel).body, scalars_);
+    KILN_ASSIGN_OR_RETURN(reference_, Scheduled(nullptr));
+    std::vector<Trace> first;
+    for (const SearchSpace& space : kernel_.spaces) first.push_back(space.Default());
+    while (result.trials < budget && keep_going()) {
+      std::optional<Trace> next;
+      if (!first.empty()) {
+        next = first.front();
+        first.erase(first.begin());
+      } else {
+        next = Propose();
+      }
+      if (!next) break;  // the space is exhausted
+      KILN_RETURN_IF_ERROR(Try(*next, result));
+      on_trial(result);
+    }
+    return result;
+  }
+
+ private:
+  struct Trial {
+    Trace trace;
+    double ns = 0;  // 0: failed
+  };
+
+  absl::StatusOr<ir::IRModule> Scheduled(const Trace* trace) const {
+    const std::string& name = kernel_.kernel;
+    return schedule::Schedule(module_, target_,
+                              [&](const TunableKernel& k) -> std::optional<Trace> {
+                                if (trace && k.kernel == name) return *trace;
+                                return std::nullopt;
+                              });
+  }
+
+  absl::Status Try(const Trace& trace, TuneResult& result) {
+    KILN_ASSIGN_OR_RETURN(ir::IRModule candidate, Scheduled(&trace));
+    KILN_ASSIGN_OR_RETURN(
+        Measurement m,
+        MeasureKernelIsolated(candidate, reference_, kernel_.kernel, scalars_, options_.measure));
+    ++result.trials;
+    tried_.insert(trace.ToJson());
+    if (trace == kernel_.spaces.front().Default()) result.default_measurement = m;
+    if (!m.ok) {
+      ++result.failed;
+      return absl::OkStatus();
+    }
+    trials_.push_back({trace, static_cast<double>(m.median_ns)});
+    if (!result.best_measurement.ok || m.median_ns < result.best_measurement.median_ns) {
+      result.best = trace;
+      result.best_measurement = m;
+    }
+    return absl::OkStatus();
+  }
+
+  const SearchSpace& SpaceOf(const Trace& trace) const {
+    for (const SearchSpace& space : kernel_.spaces) {
+      if (space.rule == trace.rule) return space;
+    }
+    return kernel_.spaces.front();
+  }
+
+  int64_t Pick(const std::vector<int64_t>& choices) {
+    return choices[std::uniform_int_distribution<size_t>(0, choices.size() - 1)(random_)];
+  }
+
+  Trace RandomTrace() {
+    const SearchSpace& space =
+        kernel_.spaces[std::uniform_int_distribution<size_t>(0, kernel_.spaces.size() - 1)(
+            random_)];
+    Trace trace{space.rule, {}};
+    for (const schedule::Knob& knob : space.knobs) {
+      trace.decisions.push_back({knob.name, Pick(knob.choices)});
+    }
+    return trace;
+  }
+
+  // One or two knobs of `parent` changed.
+  Trace Mutate(const Trace& parent) {
+    const SearchSpace& space = SpaceOf(parent);
+    Trace child = parent;
+    if (space.knobs.empty()) return child;
+    const int changes = std::uniform_int_distribution<int>(1, 2)(random_);
+    for (int c = 0; c < changes; ++c) {
+      size_t k = std::uniform_int_distribution<size_t>(0, space.knobs.size() - 1)(random_);
+      child.decisions[k].value = Pick(space.knobs[k].choices);
+    }
+    return child;
+  }
+
+  // Each knob from one parent or the other (same rule).
+  Trace Crossover(const Trace& a, const Trace& b) {
+    if (a.rule != b.rule) return a;
+    Trace child = a;
+    for (size_t k = 0; k < child.decisions.size(); ++k) {
+      if (random_() & 1) child.decisions[k] = b.decisions[k];
+    }
+    return child;
+  }
+
+  // The next candidate: from a pool of mutations and crossovers of the fastest trials (and
+  // some random ones), the one the cost model ranks first; now and then a random one of the
+  // pool, so a wrong model cannot keep the search away from a region.
+  std::optional<Trace> Propose() {
+    std::vector<Trial> ranked = trials_;
+    std::sort(ranked.begin(), ranked.end(), [](const Trial& a, const Trial& b) {
+      return a.ns < b.ns;
+    });
+    ranked.resize(std::min<size_t>(ranked.size(), 4));
+    std::vector<Trace> pool;
+    std::set<std::string> seen = tried_;
+    for (int attempt = 0; attempt < 512 && pool.size() < 64; ++attempt) {
+      const int kind = std::uniform_int_distribution<int>(0, 9)(random_);
+      Trace t;
+      if (ranked.empty() || kind < 2) {
+        t = RandomTrace();
+      } else if (kind < 3 && ranked.size() > 1) {
+        t = Crossover(ranked[random_() % ranked.size()].trace,
+                      ranked[random_() % ranked.size()].trace);
+      } else {
+        t = Mutate(ranked[random_() % ranked.size()].trace);
+      }
+      if (seen.insert(t.ToJson()).second) pool.push_back(std::move(t));
+    }
+    if (pool.empty()) return std::nullopt;
+    if (trials_.size() < 3 || std::uniform_real_distribution<double>(0, 1)(random_) < 0.2) {
+      return pool[random_() % pool.size()];
+    }
+    RidgeModel model;
+    std::vector<std::vector<double>> x;
+    std::vector<double> y;
+    for (const Trial& trial : trials_) {
+      x.push_back(TraceFeatures(kernel_.spaces, trial.trace));
+      y.push_back(std::log(trial.ns));
+    }
+    model.Fit(x, y);
+    return *std::min_element(pool.begin(), pool.end(), [&](const Trace& a, const Trace& b) {
+      return model.Predict(TraceFeatures(kernel_.spaces, a)) <
+             model.Predict(TraceFeatures(kernel_.spaces, b));
+    });
+  }
+
+  const ir::IRModule module_;
+  const TunableKernel& kernel_;
+  const ir::Target& target_;
+  const std::map<std::string, int64_t>& scalars_;
+  const TuneOptions& options_;
+  std::mt19937_64& random_;
+  ir::IRModule reference_;
+  std::vector<Trial> trials_;  // the ones that ran
+  std::set<std::string> tried_;
+};
+
+// The values of `func`'s scalars: the user's, else the default.
+std::map<std::string, int64_t> ScalarValues(const ir::PrimFunc& func, const TuneOptions& options) {
+  std::map<std::string, int64_t> values;
+  for (const PrimExpr& s : func.scalars) {
+    auto it = options.symbol_values.find(s->name);
+    values[s->name] = it != options.symbol_values.end() ? it->second : options.default_symbol_value;
+  }
+  return values;
+}
+
+}  // namespace
+
+double CountFlops(const ir::PrimFunc& func, const std::map<std::string, int64_t>& values) {
+  return StmtFlops(func.body, values);
+}
+
+absl::StatusOr<std::vector<TuneResult>> TuneModule(
+    const ir::IRModule& module, const ir::Target& target, const TuneOptions& options,
+    const std::function<bool(const TunableKernel&)>& skip,
+    const std::function<void(const TuneResult&)>& on_result,
+    const std::function<void(const TuneProgress&)>& progress) {
+  std::vector<TunableKernel> kernels;
+  std::set<std::string> workloads;
+  for (TunableKernel& k : schedule::TunableKernels(module, target)) {
+    if ((skip && skip(k)) || !workloads.insert(k.workload).second) continue;
+    kernels.push_back(std::move(k));
+  }
+  const int budget = options.trials > 0
+                         ? options.trials
+                         : options.trials_per_kernel * static_cast<int>(kernels.size());
+  const Clock::time_point start = Clock::now();
+  auto time_left = [&]() -> std::optional<double> {
+    if (options.time_limit.count() <= 0) return std::nullopt;
+    return std::chrono::duration<double>(start + options.time_limit - Clock::now()).count();
+  };
+  std::mt19937_64 random(options.seed);
+  std::vector<TuneResult> results;
+  int done = 0;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const int kernels_left = static_cast<int>(kernels.size() - i);
+    const int kernel_budget =
+        std::min(options.trials_per_kernel, std::max(1, (budget - done) / kernels_left));
+    if (done >= budget) break;
+    const ir::PrimFunc& func = module.prim_funcs.at(kernels[i].kernel);
+    const std::map<std::string, int64_t> scalars = ScalarValues(func, options);
+    auto keep_going = [&] {
+      if (options.cancelled && options.cancelled()) return false;
+      std::optional<double> left = time_left();
+      return !left || *left > 0;
+    };
+    const int done_before = done;
+    auto on_trial = [&](const TuneResult& r) {
+      done = done_before + r.trials;
+      if (!progress) return;
+      TuneProgress p{kernels[i].kernel, static_cast<int>(i + 1), static_cast<int>(kernels.size()),
+                     done, budget};
+      if (r.best_measurement.ok) p.best_gflops = r.flops / r.best_measurement.median_ns;
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      p.seconds_left = elapsed / done * (budget - done);
+      if (std::optional<double> left = time_left()) p.seconds_left = std::min(p.seconds_left, *left);
+      progress(p);
+    };
+    KernelSearch search(module, kernels[i], target, scalars, options, random);
+    KILN_ASSIGN_OR_RETURN(TuneResult result, search.Run(kernel_budget, keep_going, on_trial));
+    if (result.best_measurement.ok && on_result) on_result(result);
+    results.push_back(std::move(result));
+    if (!keep_going()) break;
+  }
+  return results;
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,333 @@
+// Tuning end to end: schedules as traces, the cost model, every knob of the matmul rule
+// replayed from a tuning record into a compiled artifact that matches the reference
+// interpreter, and TuneModel measuring a model's kernels into the database that later
+// compiles read.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <cmath>
+#include <random>
+
+#include "cache/tuning_db.h"
+#include "compiler/driver/driver.h"
+#include "compiler/driver/pipeline.h"
+#include "compiler/driver/tuning.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/schedule/rules.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/tune/cost_model.h"
+#include "tests/support/artifact.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/schedule_check.h"
+#include "tests/support/tensors.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using schedule::Trace;
+
+TEST(TraceTest, JsonRoundTripsAndBadTextIsNamed) {
+  Trace trace{"matmul", {{"tile_rows", 4}, {"block_depth", 128}}};
+  // Canonical JSON (keys sorted, no spaces), as the tuning database stores it.
+  EXPECT_EQ(trace.ToJson(),
+            R"({"decisions":[{"knob":"tile_rows","value":4},)"
+            R"({"knob":"block_depth","value":128}],"rule":"matmul"})");
+  absl::StatusOr<Trace> parsed = schedule::ParseTrace(trace.ToJson());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, trace);
+  EXPECT_EQ(parsed->Get("block_depth", 0), 128);
+  EXPECT_EQ(parsed->Get("group_tiles", 32), 32);
+  EXPECT_THAT(schedule::ParseTrace("{").status().message(), HasSubstr("is not JSON"));
+  EXPECT_THAT(schedule::ParseTrace(R"({"decisions":[]})").status().message(),
+              HasSubstr("no \"rule\""));
+  EXPECT_THAT(
+      schedule::ParseTrace(R"({"rule":"matmul","decisions":[{"knob":"x","value":"big"}]})")
+          .status()
+          .message(),
+      HasSubstr("not {\"knob\": string, \"value\": integer}"));
+}
+
+TEST(TraceTest, ASpaceContainsExactlyTracesOfItsChoices) {
+  schedule::SearchSpace space = schedule::MatmulSpace(*ir::ParseTarget("x86_64-v3"));
+  EXPECT_EQ(space.rule, "matmul");
+  EXPECT_GT(space.Size(), 100);
+  Trace trace = space.Default();
+  EXPECT_EQ(trace.Get("tile_rows", 0), 6);  // AVX2: 16 registers, 6 x 2 accumulators
+  EXPECT_TRUE(space.Contains(trace));
+  trace.decisions[0].value = 7;  // not a choice
+  EXPECT_FALSE(space.Contains(trace));
+  trace = space.Default();
+  trace.rule = "conv";
+  EXPECT_FALSE(space.Contains(trace));
+  trace = space.Default();
+  trace.decisions.pop_back();
+  EXPECT_FALSE(space.Contains(trace));
+  EXPECT_EQ(schedule::MatmulSpace(*ir::ParseTarget("x86_64-v4")).Default().Get("tile_rows", 0),
+            14);
+}
+
+TEST(CostModelTest, RidgeRegressionRanksByTheLearnedFunction) {
+  // y = 3 + 2 a - b on a grid: the model must predict unseen points in the right order.
+  std::vector<std::vector<double>> x;
+  std::vector<double> y;
+  for (double a = 0; a < 4; ++a) {
+    for (double b = 0; b < 4; ++b) {
+      if (a == 2 && b == 1) continue;
+      x.push_back({a, b});
+      y.push_back(3 + 2 * a - b);
+    }
+  }
+  tune::RidgeModel model(1e-6);
+  model.Fit(x, y);
+  EXPECT_NEAR(model.Predict({2, 1}), 6, 1e-3);
+  EXPECT_LT(model.Predict({0, 3}), model.Predict({3, 0}));
+}
+
+TEST(CostModelTest, FeaturesHaveOneLengthPerSpaceSet) {
+  schedule::SearchSpace matmul = schedule::MatmulSpace(*ir::ParseTarget("x86_64-v3"));
+  schedule::SearchSpace library{"openblas", {}};
+  std::vector<schedule::SearchSpace> spaces = {matmul, library};
+  std::vector<double> a = tune::TraceFeatures(spaces, matmul.Default());
+  std::vector<double> b = tune::TraceFeatures(spaces, library.Default());
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_NE(a, b);
+}
+
+// y = relu(a @ w + bias): a [n, 70] (n symbolic), w a constant [70, 45], so the tiles have
+// edges in every dimension and the schedule packs w at compile time.
+std::string MatmulModel(bool weights_constant) {
+  testing::OnnxBuilder b;
+  b.Input("a", {"n", 70});
+  std::vector<float> w(70 * 45), bias(45);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37 % 101) - 50) / 50;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) - 3;
+  if (weights_constant) {
+    b.FloatInitializer("w", {70, 45}, w);
+  } else {
+    b.Input("w", {70, 45});
+  }
+  b.FloatInitializer("bias", {45}, bias);
+  b.Node("MatMul", {"a", "w"}, {"p"});
+  b.Node("Add", {"p", "bias"}, {"s"});
+  b.Node("Relu", {"s"}, {"y"});
+  b.Output("y", {"n", 45});
+  return b.Serialize();
+}
+
+std::vector<schedule::TunableKernel> Tunable(const std::string& onnx, const ir::Target& target) {
+  absl::StatusOr<ir::IRModule> module = driver::ImportModel(onnx);
+  EXPECT_TRUE(module.ok()) << module.status();
+  ir::PassContext context;
+  context.target = target;
+  absl::StatusOr<ir::IRModule> fused =
+      driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", context);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  return fused.ok() ? schedule::TunableKernels(*fused, target) : std::vector<schedule::TunableKernel>{};
+}
+
+TEST(WorkloadTest, EqualKernelsOfDifferentModelsShareAWorkload) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");
+  std::vector<schedule::TunableKernel> constant = Tunable(MatmulModel(true), target);
+  std::vector<schedule::TunableKernel> input = Tunable(MatmulModel(false), target);
+  ASSERT_EQ(constant.size(), 1u);
+  ASSERT_EQ(input.size(), 1u);
+  // The same product, but constant weights are packed at compile time: another workload.
+  EXPECT_NE(constant[0].workload, input[0].workload);
+  EXPECT_THAT(constant[0].workload, HasSubstr("constant parameters: 1"));
+  // Renamed tensors and nodes: the same workload.
+  std::string renamed = MatmulModel(true);
+  for (auto [from, to] : {std::pair{"bias", "beta"}, std::pair{"\x01w", "\x01q"}}) {
+    for (size_t at = renamed.find(from); at != std::string::npos; at = renamed.find(from, at)) {
+      renamed.replace(at, std::string(from).size(), to);
+    }
+  }
+  std::vector<schedule::TunableKernel> again = Tunable(renamed, target);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].workload, constant[0].workload);
+}
+
+class TuningDbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("kiln-tune-" + std::to_string(std::random_device{}()));
+    std::filesystem::create_directories(dir_);
+    absl::StatusOr<std::unique_ptr<cache::TuningDb>> db =
+        cache::TuningDb::Open((dir_ / "kiln.db").string());
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = *std::move(db);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Compiles `onnx` (MatmulModel) with the database and runs it on n = 13 rows against the
+  // interpreter; returns the compile's report of tuned kernels.
+  std::string ExpectCompiledMatchesInterpreter(const std::string& onnx, bool weights_input,
+                                               const ir::Target& target, const std::string& what) {
+    driver::CompileOptions options;
+    options.tuning_db = db_.get();
+    std::string report;
+    auto events = [&](const driver::CompileEvent& e) {
+      if (e.name == "schedule") report = e.message;
+    };
+    absl::StatusOr<driver::Artifact> artifact = driver::CompileModel(onnx, target, options, events);
+    EXPECT_TRUE(artifact.ok()) << what << ": " << artifact.status();
+    if (!artifact.ok()) return report;
+    std::unique_ptr<runtime::Model> model = testing::LoadArtifact(*artifact);
+    if (!model) return report;
+    std::vector<ir::NDArray> inputs = {testing::Iota({13, 70})};
+    for (int64_t i = 0; i < 13 * 70; ++i) inputs[0].data<float>()[i] = std::sin(i);
+    if (weights_input) inputs.push_back(testing::Iota({70, 45}));
+    absl::StatusOr<ir::IRModule> module = driver::ImportModel(onnx);
+    absl::StatusOr<std::vector<ir::NDArray>> want = interp::Run(*module, inputs);
+    EXPECT_TRUE(want.ok()) << want.status();
+    if (!want.ok()) return report;
+    std::vector<ir::NDArray> got = testing::RunModel(
+        *model, inputs, {ir::NDArray::Zeros(arith::DataType::Float(32), {13, 45})});
+    testing::ExpectClose(got[0], (*want)[0], what);
+    return report;
+  }
+
+  void Put(const schedule::TunableKernel& kernel, const ir::Target& target, const Trace& trace,
+           const std::string& compiler_version = driver::CompilerVersion()) {
+    cache::TuningRecord record;
+    record.key = driver::TuningKeyOf(kernel.workload, target);
+    record.trace_json = trace.ToJson();
+    record.median_ns = 1;
+    record.times_ns = {1};
+    record.device = "test";
+    record.compiler_version = compiler_version;
+    ASSERT_TRUE(db_->Put(record).ok());
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<cache::TuningDb> db_;
+};
+
+// The kernel text `onnx`'s tunable kernel gets from `trace`.
+std::string ScheduledWith(const std::string& onnx, const ir::Target& target, const Trace& trace) {
+  absl::StatusOr<ir::IRModule> module = driver::ImportModel(onnx);
+  ir::PassContext context;
+  context.target = target;
+  absl::StatusOr<ir::IRModule> fused =
+      driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", context);
+  absl::StatusOr<ir::IRModule> scheduled = schedule::Schedule(
+      *std::move(fused), target, [&](const schedule::TunableKernel&) { return trace; });
+  EXPECT_TRUE(scheduled.ok()) << scheduled.status();
+  std::string text;
+  for (const auto& [name, func] : scheduled->prim_funcs) {
+    if (!func.is_host) text += ir::ToString(func);
+  }
+  return text;
+}
+
+// Each choice of each knob, the others at their defaults, replayed from a tuning record: the
+// kernel differs from the default one, the compile says it used the record, and the artifact
+// computes what the interpreter does.
+TEST_F(TuningDbTest, EveryMatmulKnobChoiceReplaysIntoACorrectArtifact) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");
+  for (bool constant : {true, false}) {
+    const std::string onnx = MatmulModel(constant);
+    std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
+    ASSERT_EQ(kernels.size(), 1u);
+    const schedule::SearchSpace& space = kernels[0].spaces.front();
+    const std::string default_text = ScheduledWith(onnx, target, space.Default());
+    for (size_t k = 0; k < space.knobs.size(); ++k) {
+      for (int64_t choice : space.knobs[k].choices) {
+        Trace trace = space.Default();
+        trace.decisions[k].value = choice;
+        const std::string what = (constant ? "constant w, " : "w an input, ") + trace.ToJson();
+        if (choice != space.knobs[k].choices.front()) {
+          EXPECT_NE(ScheduledWith(onnx, target, trace), default_text) << what;
+        }
+        ASSERT_NO_FATAL_FAILURE(Put(kernels[0], target, trace));
+        EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, !constant, target, what),
+                  "1 of 1 tunable kernels from tuning records")
+            << what;
+        ASSERT_TRUE(db_->Retire("none").ok());  // empties the database for the next choice
+      }
+    }
+  }
+}
+
+TEST_F(TuningDbTest, RecordsOfAnotherCompilerOrTargetAreNotUsed) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");
+  const std::string onnx = MatmulModel(true);
+  std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
+  ASSERT_EQ(kernels.size(), 1u);
+  Trace trace = kernels[0].spaces.front().Default();
+  trace.decisions[0].value = 4;
+  Put(kernels[0], target, trace, "kiln-0.0.1");
+  Put(kernels[0], *ir::ParseTarget("x86_64-v4"), trace);
+  EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, false, target, "other records"),
+            "0 of 1 tunable kernels from tuning records");
+}
+
+// TuneModel measures the kernel, records its best schedule, and the next compile uses it; a
+// second TuneModel finds the record and measures nothing.
+TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
+  absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  const std::string onnx = MatmulModel(true);
+  driver::TuneModelOptions options;
+  options.tune.trials_per_kernel = 6;
+  options.tune.symbol_values = {{"n", 64}};
+  options.tune.measure.warmup = 1;
+  options.tune.measure.repeats = 3;
+  std::vector<tune::TuneProgress> progress;
+  auto events = [&](const driver::CompileEvent& e) {
+    if (e.kind == driver::CompileEvent::Kind::kTuning) progress.push_back(e.tuning);
+  };
+  absl::StatusOr<driver::TuneSummary> summary =
+      driver::TuneModel(onnx, *host, {}, options, *db_, events);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->kernels, 1);
+  EXPECT_EQ(summary->already_tuned, 0);
+  ASSERT_EQ(summary->results.size(), 1u);
+  const tune::TuneResult& result = summary->results[0];
+  EXPECT_EQ(summary->trials, 6);
+  EXPECT_EQ(result.failed, 0);
+  EXPECT_TRUE(result.default_measurement.ok);
+  EXPECT_LE(result.best_measurement.median_ns, result.default_measurement.median_ns);
+  // Multiply-adds and the bias add; relu is a select, no arithmetic.
+  EXPECT_DOUBLE_EQ(result.flops, 2.0 * 64 * 70 * 45 + 64 * 45);
+  ASSERT_EQ(progress.size(), 6u);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    EXPECT_EQ(progress[i].trials_done, static_cast<int>(i + 1));
+    EXPECT_EQ(progress[i].trials_budget, 6);
+    EXPECT_GT(progress[i].best_gflops, 0);
+  }
+
+  absl::StatusOr<cache::TuningStats> stats = db_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->records, 1);
+  absl::StatusOr<std::optional<cache::TuningRecord>> best =
+      db_->Best(driver::TuningKeyOf(result.kernel.workload, *host), driver::CompilerVersion());
+  ASSERT_TRUE(best.ok() && *best);
+  EXPECT_EQ((*best)->trace_json, result.best.ToJson());
+  EXPECT_EQ((*best)->median_ns, result.best_measurement.median_ns);
+  EXPECT_EQ((*best)->device, driver::HostDeviceName());
+
+  EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, false, *host, "tuned"),
+            "1 of 1 tunable kernels from tuning records");
+
+  progress.clear();
+  summary = driver::TuneModel(onnx, *host, {}, options, *db_, events);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->already_tuned, 1);
+  EXPECT_EQ(summary->trials, 0);
+  EXPECT_TRUE(summary->results.empty());
+  EXPECT_TRUE(progress.empty());
+}
+
+TEST_F(TuningDbTest, TuningATargetThisMachineCannotRunIsAnError) {
+  absl::StatusOr<driver::TuneSummary> summary = driver::TuneModel(
+      MatmulModel(true), *ir::ParseTarget("aarch64"), {}, {}, *db_, nullptr);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(summary.status().message(), HasSubstr("cannot be tuned here"));
+}
+
+}  // namespace
+}  // namespace kiln
