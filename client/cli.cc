@@ -13,12 +13,15 @@ constexpr char kUsage[] =
     "usage:\n"
     "  kiln compile MODEL.onnx --target T [--target T ...] --out DIR [--server HOST:PORT]\n"
     "               [--dim-bound NAME=N ...] [--timeout SECONDS]\n"
+    "               [--cache DIR [--tune-trials N] [--tune-time SECONDS]]   (in-process)\n"
     "  kiln run ARTIFACT_DIR --input NAME=FILE ... --out DIR\n"
     "  kiln run MODEL.onnx --reference --input NAME=FILE ... --out DIR\n"
     "  kiln bench ARTIFACT_DIR [--input NAME=FILE | --shape NAME=D0,D1,... ...] [--threads N]\n"
     "             [--repeat N] [--warmup N]\n"
     "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
+    "  kiln tune MODEL.onnx [--target T] [--trials N] [--trials-per-kernel N] [--time SECONDS]\n"
+    "            [--dim NAME=N ...] [--dim-bound NAME=N ...] [--retune] [--cache DIR]\n"
     "  kiln tuning export [--cache DIR]        tuning records as JSON lines\n"
     "  kiln tuning import FILE [--cache DIR]   adds the records of FILE (JSON lines)\n"
     "  kiln tuning stats [--cache DIR]\n"
@@ -154,11 +157,27 @@ absl::Status DimBounds(const ParsedWords& parsed, std::map<std::string, int64_t>
   return absl::OkStatus();
 }
 
+// --NAME N as a count (0 allowed) into `value`, when given.
+absl::Status OptionalCount(const ParsedWords& parsed, const std::string& name, int64_t* value) {
+  std::string text = parsed.Get(name);
+  if (text.empty()) return absl::OkStatus();
+  absl::StatusOr<int64_t> n = NonNegativeInt(name, text);
+  if (!n.ok()) return n.status();
+  *value = *n;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CompileArgs> ParseCompileArgs(const std::vector<std::string>& words) {
-  auto parsed =
-      SplitWords(words, {{"target", true}, {"server"}, {"out"}, {"dim-bound", true}, {"timeout"}});
+  auto parsed = SplitWords(words, {{"target", true},
+                                   {"server"},
+                                   {"out"},
+                                   {"dim-bound", true},
+                                   {"timeout"},
+                                   {"cache"},
+                                   {"tune-trials"},
+                                   {"tune-time"}});
   if (!parsed.ok()) return parsed.status();
   CompileArgs args;
   absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
@@ -174,6 +193,51 @@ absl::StatusOr<CompileArgs> ParseCompileArgs(const std::vector<std::string>& wor
   absl::StatusOr<int64_t> timeout = TimeoutSeconds(*parsed);
   if (!timeout.ok()) return timeout.status();
   args.timeout_s = *timeout;
+  args.cache_dir = parsed->Get("cache");
+  if (absl::Status s = OptionalCount(*parsed, "tune-trials", &args.tune_trials); !s.ok()) return s;
+  if (absl::Status s = OptionalCount(*parsed, "tune-time", &args.tune_seconds); !s.ok()) return s;
+  if (!args.server.empty() && !args.cache_dir.empty()) {
+    return Invalid("--cache is for in-process compiles; kilnd uses its own data dir");
+  }
+  if ((args.tune_trials > 0 || args.tune_seconds > 0) && args.cache_dir.empty()) {
+    return Invalid("--tune-trials and --tune-time need --cache DIR to keep the records in");
+  }
+  return args;
+}
+
+absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(words, {{"target"},
+                                   {"trials"},
+                                   {"trials-per-kernel"},
+                                   {"time"},
+                                   {"dim", true},
+                                   {"dim-bound", true},
+                                   {"retune", false, false},
+                                   {"cache"}});
+  if (!parsed.ok()) return parsed.status();
+  TuneArgs args;
+  absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
+  if (!model.ok()) return model.status();
+  args.model_path = *model;
+  if (!parsed->Get("target").empty()) args.target = parsed->Get("target");
+  if (!parsed->Get("cache").empty()) args.cache_dir = parsed->Get("cache");
+  args.retune = !parsed->Get("retune").empty();
+  if (absl::Status s = OptionalCount(*parsed, "trials", &args.trials); !s.ok()) return s;
+  if (absl::Status s = OptionalCount(*parsed, "time", &args.seconds); !s.ok()) return s;
+  if (std::string text = parsed->Get("trials-per-kernel"); !text.empty()) {
+    absl::StatusOr<int64_t> n = PositiveInt("trials-per-kernel", text);
+    if (!n.ok()) return n.status();
+    args.trials_per_kernel = *n;
+  }
+  for (const std::string& text : parsed->GetAll("dim")) {
+    auto assignment = SplitAssignment("dim", text);
+    if (!assignment.ok()) return assignment.status();
+    absl::StatusOr<int64_t> value = PositiveInt("dim", assignment->second);
+    if (!value.ok()) return value.status();
+    args.dim_values[assignment->first] = *value;
+  }
+  absl::Status bounds = DimBounds(*parsed, &args.dim_bounds);
+  if (!bounds.ok()) return bounds;
   return args;
 }
 
@@ -318,6 +382,7 @@ int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostrea
   if (command == "inspect") return Dispatch(command, rest, &ParseInspectArgs, &Inspect, console);
   if (command == "targets")
     return Dispatch(command, rest, &ParseTargetsArgs, &ListTargets, console);
+  if (command == "tune") return Dispatch(command, rest, &ParseTuneArgs, &Tune, console);
   if (command == "tuning") return Dispatch(command, rest, &ParseTuningArgs, &Tuning, console);
   err << "kiln: unknown command '" << command << "'\n" << kUsage;
   return 2;

@@ -17,6 +17,7 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& words);
 absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& words);
 absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& words);
 absl::StatusOr<TargetsArgs> ParseTargetsArgs(const std::vector<std::string>& words);
+absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words);
 absl::StatusOr<TuningArgs> ParseTuningArgs(const std::vector<std::string>& words);
 
 // Runs `kiln <words>`; returns the exit status: 0 done, 1 the command failed, 2 bad usage.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -11,6 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
+namespace kiln::cache {
+class TuningDb;
+}  // namespace kiln::cache
 
 namespace kiln::client {
 
@@ -27,6 +32,12 @@ struct CompileArgs {
   std::string out_dir;
   std::map<std::string, int64_t> dim_bounds;
   int64_t timeout_s = 600;  // deadline of each RPC
+  // In-process only: the folder of the tuning database whose records schedule the kernels
+  // (empty: default schedules), and a tuning budget spent first on the kernels it has no
+  // record for (0 trials: none).
+  std::string cache_dir;
+  int64_t tune_trials = 0;
+  int64_t tune_seconds = 0;  // 0: no limit
 };
 // Writes out_dir/<target>/<artifact file> and out_dir/<target>/manifest.json per target.
 absl::Status Compile(const CompileArgs& args, Console console);
@@ -79,5 +90,25 @@ struct TuningArgs {
 // The tuning database of a local cache: export prints its records as JSON lines, import adds
 // those of a file (all or none) and prints how many, stats prints counts.
 absl::Status Tuning(const TuningArgs& args, Console console);
+
+// The tuning database of `cache_dir` (its kiln.db); `create` makes the folder and database
+// when missing, else a missing one is NOT_FOUND naming it.
+absl::StatusOr<std::unique_ptr<cache::TuningDb>> OpenTuningDb(const std::string& cache_dir,
+                                                              bool create);
+
+struct TuneArgs {
+  std::string model_path;
+  std::string target = "host";      // tuning measures on this machine
+  std::string cache_dir = "./var";  // the tuning database's folder, as for `kiln tuning`
+  int64_t trials = 0;               // for the whole model; 0: trials_per_kernel each
+  int64_t trials_per_kernel = 32;
+  int64_t seconds = 0;                       // time limit; 0: none
+  std::map<std::string, int64_t> dim_values;  // symbolic dims to measure at ("seq" -> 128)
+  std::map<std::string, int64_t> dim_bounds;
+  bool retune = false;  // also the kernels the database has records for
+};
+// Tunes the model's kernels for the target on this machine into the tuning database, with
+// progress on stderr and a table of kernels (default and tuned GFLOP/s) on stdout.
+absl::Status Tune(const TuneArgs& args, Console console);
 
 }  // namespace kiln::client

@@ -6,7 +6,9 @@
 #include "client/commands.h"
 #include "client/files.h"
 #include "client/remote.h"
+#include "cache/tuning_db.h"
 #include "compiler/driver/driver.h"
+#include "compiler/driver/tuning.h"
 #include "compiler/ir/target.h"
 
 namespace kiln::client {
@@ -61,19 +63,35 @@ void PrintLocalEvent(const std::string& target, const driver::CompileEvent& even
   err << "[" << target << "] ";
   if (event.kind == Kind::kStage) err << "stage " << event.name;
   if (event.kind == Kind::kPass) err << "pass " << event.name;
+  if (event.kind == Kind::kTuning) err << "tune";
   if (event.kind != Kind::kInfo && !event.message.empty()) err << ": ";
   err << event.message << "\n";
 }
 
+// With a tuning budget, the kernels the database has no record for are tuned first, so the
+// compile right after uses what was found; a kernel with a record costs no measurement.
 absl::Status CompileOneLocally(const CompileArgs& args, const std::string& model,
-                               const std::string& name, Console console) {
+                               const std::string& name, cache::TuningDb* db, Console console) {
   absl::StatusOr<ir::Target> target = driver::ResolveTarget(name);
   if (!target.ok()) return target.status();
   driver::CompileOptions options;
   options.dim_bounds = args.dim_bounds;
-  absl::StatusOr<driver::Artifact> artifact = driver::CompileModel(
-      model, *target, options,
-      [&](const driver::CompileEvent& event) { PrintLocalEvent(name, event, console.err); });
+  options.tuning_db = db;
+  auto events = [&](const driver::CompileEvent& event) {
+    PrintLocalEvent(name, event, console.err);
+  };
+  if (db && (args.tune_trials > 0 || args.tune_seconds > 0)) {
+    driver::TuneModelOptions tuning;
+    tuning.tune.trials = static_cast<int>(args.tune_trials);
+    tuning.tune.time_limit = std::chrono::seconds(args.tune_seconds);
+    absl::StatusOr<driver::TuneSummary> tuned =
+        driver::TuneModel(model, *target, options, tuning, *db, events);
+    if (!tuned.ok()) return tuned.status();
+    console.err << "[" << name << "] tuned " << tuned->results.size() << " of " << tuned->kernels
+                << " kernels in " << tuned->trials << " trials (" << tuned->already_tuned
+                << " had records)\n";
+  }
+  absl::StatusOr<driver::Artifact> artifact = driver::CompileModel(model, *target, options, events);
   if (!artifact.ok()) return artifact.status();
   return WriteArtifact(args, ArtifactFolder(name), artifact->file_name, artifact->bytes,
                        artifact->manifest_json, console);
@@ -81,9 +99,15 @@ absl::Status CompileOneLocally(const CompileArgs& args, const std::string& model
 
 // Compiles every target even after one fails, like kilnd, and answers the first failure.
 absl::Status CompileLocally(const CompileArgs& args, const std::string& model, Console console) {
+  std::unique_ptr<cache::TuningDb> db;
+  if (!args.cache_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<cache::TuningDb>> opened = OpenTuningDb(args.cache_dir, true);
+    if (!opened.ok()) return opened.status();
+    db = *std::move(opened);
+  }
   absl::Status first_error;
   for (const std::string& name : UniqueTargets(args.targets)) {
-    absl::Status status = CompileOneLocally(args, model, name, console);
+    absl::Status status = CompileOneLocally(args, model, name, db.get(), console);
     if (status.ok()) continue;
     console.err << "[" << name << "] error: " << status << "\n";
     if (first_error.ok()) first_error = Prefixed(name, status);

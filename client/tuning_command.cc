@@ -10,7 +10,6 @@
 #include "compiler/driver/driver.h"
 
 namespace kiln::client {
-namespace {
 
 // Export and stats read an existing database: a mistyped --cache must not create one.
 absl::StatusOr<std::unique_ptr<cache::TuningDb>> OpenTuningDb(const std::string& cache_dir,
@@ -27,6 +26,8 @@ absl::StatusOr<std::unique_ptr<cache::TuningDb>> OpenTuningDb(const std::string&
   }
   return cache::TuningDb::Open(path);
 }
+
+namespace {
 
 absl::Status Export(cache::TuningDb& db, Console console) {
   absl::StatusOr<std::string> text = db.ExportJsonLines();

@@ -125,7 +125,7 @@ class KernelSearch {
     tried_.insert(trace.ToJson());
     if (trace == kernel_.spaces.front().Default()) result.default_measurement = m;
     if (!m.ok) {
-      ++result.failed;
+      if (result.failed++ == 0) result.first_failure = trace.ToJson() + ": " + m.failure;
       return absl::OkStatus();
     }
     trials_.push_back({trace, static_cast<double>(m.median_ns)});

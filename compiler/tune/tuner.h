@@ -51,6 +51,7 @@ struct TuneResult {
   Measurement default_measurement;  // of the default schedule
   int trials = 0;                   // measured, failures included
   int failed = 0;
+  std::string first_failure;  // what the first failed trial reported
   double flops = 0;  // floating-point operations of one run at the measured extents
 };
 
