@@ -5,21 +5,26 @@
 namespace kiln::cache {
 
 std::string CompileKeyText(std::string_view model_digest, std::string_view canonical_target,
-                           std::string_view canonical_options, std::string_view compiler_version) {
-  return std::string("model=")
-      .append(model_digest)
-      .append("\ntarget=")
-      .append(canonical_target)
-      .append("\noptions=")
-      .append(canonical_options)
-      .append("\ncompiler=")
-      .append(compiler_version);
+                           std::string_view canonical_options, std::string_view compiler_version,
+                           std::optional<int64_t> tuning_revision) {
+  std::string text = std::string("model=")
+                         .append(model_digest)
+                         .append("\ntarget=")
+                         .append(canonical_target)
+                         .append("\noptions=")
+                         .append(canonical_options)
+                         .append("\ncompiler=")
+                         .append(compiler_version);
+  if (tuning_revision.has_value())
+    text.append("\ntuning=").append(std::to_string(*tuning_revision));
+  return text;
 }
 
 std::string CompileKey(std::string_view model_digest, std::string_view canonical_target,
-                       std::string_view canonical_options, std::string_view compiler_version) {
-  return Sha256Digest(
-      CompileKeyText(model_digest, canonical_target, canonical_options, compiler_version));
+                       std::string_view canonical_options, std::string_view compiler_version,
+                       std::optional<int64_t> tuning_revision) {
+  return Sha256Digest(CompileKeyText(model_digest, canonical_target, canonical_options,
+                                     compiler_version, tuning_revision));
 }
 
 }  // namespace kiln::cache

@@ -37,6 +37,24 @@ CREATE TABLE IF NOT EXISTS tuning_records (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS tuning_records_by_key ON tuning_records
   (workload, target, space_version, bucket, compiler_version, trace_json);
+-- Revision: a counter per target, bumped by triggers on every row added, replaced or
+-- deleted, so that no writer of tuning_records (Put, import, Retire) can forget it.
+CREATE TABLE IF NOT EXISTS tuning_revisions (
+  target TEXT PRIMARY KEY,
+  revision INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS tuning_records_inserted AFTER INSERT ON tuning_records BEGIN
+  INSERT INTO tuning_revisions (target, revision) VALUES (NEW.target, 1)
+  ON CONFLICT (target) DO UPDATE SET revision = revision + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS tuning_records_updated AFTER UPDATE ON tuning_records BEGIN
+  INSERT INTO tuning_revisions (target, revision) VALUES (NEW.target, 1)
+  ON CONFLICT (target) DO UPDATE SET revision = revision + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS tuning_records_deleted AFTER DELETE ON tuning_records BEGIN
+  INSERT INTO tuning_revisions (target, revision) VALUES (OLD.target, 1)
+  ON CONFLICT (target) DO UPDATE SET revision = revision + 1;
+END;
 )sql";
 
 // Every column, in the order RecordFromRow reads them.
@@ -281,6 +299,16 @@ absl::StatusOr<std::unique_ptr<TuningDb>> TuningDb::Open(const std::string& sqli
 }
 
 TuningDb::~TuningDb() { sqlite3_close(db_); }
+
+absl::StatusOr<int64_t> TuningDb::Revision(std::string_view target) {
+  absl::MutexLock lock(&mu_);
+  auto stmt = Statement::Prepare(db_, "SELECT revision FROM tuning_revisions WHERE target = ?1");
+  if (!stmt.ok()) return stmt.status();
+  stmt->BindText(1, target);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  return *row ? stmt->ColumnInt(0) : 0;
+}
 
 absl::Status TuningDb::Put(const TuningRecord& record) {
   absl::StatusOr<TuningRecord> normalized = Normalize(record);

@@ -67,6 +67,10 @@ class TuningDb {
   // Deletes the records of every compiler version but `current_compiler_version`; returns
   // how many.
   absl::StatusOr<int64_t> Retire(std::string_view current_compiler_version);
+  // A number that changes whenever a record for `target` (a TuningKey::target) is added,
+  // replaced or deleted, by any writer of this database file; 0 before the first. Callers
+  // that cache what they built from the records key it by this (kilnd's compile keys).
+  absl::StatusOr<int64_t> Revision(std::string_view target);
   absl::StatusOr<TuningStats> Stats();
 
   // Every record, one JSON object per line, in a stable order (key, compiler version,

@@ -13,7 +13,8 @@ constexpr char kUsage[] =
     "usage:\n"
     "  kiln compile MODEL.onnx --target T [--target T ...] --out DIR [--server HOST:PORT]\n"
     "               [--dim-bound NAME=N ...] [--timeout SECONDS]\n"
-    "               [--cache DIR [--tune-trials N] [--tune-time SECONDS]]   (in-process)\n"
+    "               [--tune-trials N] [--tune-time SECONDS]   (with --server, or with --cache)\n"
+    "               [--cache DIR]   (in-process: the tuning database's folder)\n"
     "  kiln run ARTIFACT_DIR --input NAME=FILE ... --out DIR\n"
     "  kiln run MODEL.onnx --reference --input NAME=FILE ... --out DIR\n"
     "  kiln bench ARTIFACT_DIR [--input NAME=FILE | --shape NAME=D0,D1,... ...] [--threads N]\n"
@@ -21,7 +22,8 @@ constexpr char kUsage[] =
     "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "  kiln tune MODEL.onnx [--target T] [--trials N] [--trials-per-kernel N] [--time SECONDS]\n"
-    "            [--dim NAME=N ...] [--dim-bound NAME=N ...] [--retune] [--cache DIR]\n"
+    "            [--dim NAME=N ...] [--dim-bound NAME=N ...] [--retune]\n"
+    "            [--cache DIR | --server HOST:PORT [--timeout SECONDS]]\n"
     "  kiln tuning export [--cache DIR]        tuning records as JSON lines\n"
     "  kiln tuning import FILE [--cache DIR]   adds the records of FILE (JSON lines)\n"
     "  kiln tuning stats [--cache DIR]\n"
@@ -199,8 +201,10 @@ absl::StatusOr<CompileArgs> ParseCompileArgs(const std::vector<std::string>& wor
   if (!args.server.empty() && !args.cache_dir.empty()) {
     return Invalid("--cache is for in-process compiles; kilnd uses its own data dir");
   }
-  if ((args.tune_trials > 0 || args.tune_seconds > 0) && args.cache_dir.empty()) {
-    return Invalid("--tune-trials and --tune-time need --cache DIR to keep the records in");
+  if ((args.tune_trials > 0 || args.tune_seconds > 0) && args.cache_dir.empty() &&
+      args.server.empty()) {
+    return Invalid(
+        "--tune-trials and --tune-time need --cache DIR to keep the records in, or --server");
   }
   return args;
 }
@@ -213,9 +217,21 @@ absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words) {
                                    {"dim", true},
                                    {"dim-bound", true},
                                    {"retune", false, false},
-                                   {"cache"}});
+                                   {"cache"},
+                                   {"server"},
+                                   {"timeout"}});
   if (!parsed.ok()) return parsed.status();
   TuneArgs args;
+  args.server = parsed->Get("server");
+  if (!args.server.empty() && !parsed->Get("cache").empty()) {
+    return Invalid("--cache is for tuning in-process; kilnd keeps records in its own data dir");
+  }
+  if (args.server.empty() && !parsed->Get("timeout").empty()) {
+    return Invalid("--timeout is for --server");
+  }
+  absl::StatusOr<int64_t> timeout = TimeoutSeconds(*parsed);
+  if (!timeout.ok()) return timeout.status();
+  args.timeout_s = *timeout;
   absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
   if (!model.ok()) return model.status();
   args.model_path = *model;

@@ -33,9 +33,10 @@ struct CompileArgs {
   std::map<std::string, int64_t> dim_bounds;
   int64_t timeout_s = 600;  // deadline of each RPC
   // In-process only: the folder of the tuning database whose records schedule the kernels
-  // (empty: default schedules), and a tuning budget spent first on the kernels it has no
-  // record for (0 trials: none).
+  // (empty: default schedules; kilnd always uses its own).
   std::string cache_dir;
+  // A tuning budget per target, spent first on the kernels the database has no record for
+  // (both 0: none); in-process it needs cache_dir, through kilnd the daemon's machine tunes.
   int64_t tune_trials = 0;
   int64_t tune_seconds = 0;  // 0: no limit
 };
@@ -102,13 +103,17 @@ struct TuneArgs {
   std::string cache_dir = "./var";  // the tuning database's folder, as for `kiln tuning`
   int64_t trials = 0;               // for the whole model; 0: trials_per_kernel each
   int64_t trials_per_kernel = 32;
-  int64_t seconds = 0;                       // time limit; 0: none
+  int64_t seconds = 0;                        // time limit; 0: none
   std::map<std::string, int64_t> dim_values;  // symbolic dims to measure at ("seq" -> 128)
   std::map<std::string, int64_t> dim_bounds;
   bool retune = false;  // also the kernels the database has records for
+  // "host:port": kilnd tunes on its machine into its own database (cache_dir unused).
+  std::string server;
+  int64_t timeout_s = 600;  // deadline of each RPC; a search still running then stops
 };
-// Tunes the model's kernels for the target on this machine into the tuning database, with
-// progress on stderr and a table of kernels (default and tuned GFLOP/s) on stdout.
+// Tunes the model's kernels for the target on this machine (or kilnd's) into the tuning
+// database, with progress on stderr and a table of kernels (default and tuned GFLOP/s) on
+// stdout.
 absl::Status Tune(const TuneArgs& args, Console console);
 
 }  // namespace kiln::client

@@ -3,10 +3,10 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "cache/tuning_db.h"
 #include "client/commands.h"
 #include "client/files.h"
 #include "client/remote.h"
-#include "cache/tuning_db.h"
 #include "compiler/driver/driver.h"
 #include "compiler/driver/tuning.h"
 #include "compiler/ir/target.h"
@@ -134,6 +134,9 @@ void PrintRemoteEvent(const v1::CompileEvent& event, std::ostream& err) {
     case v1::CompileEvent::CACHE_MISS:
       err << "cache miss";
       break;
+    case v1::CompileEvent::TUNING:
+      err << "tune";
+      break;
     case v1::CompileEvent::TARGET_DONE:
       err << "done: " << event.artifact_file_name() << ", " << event.artifact_size() << " bytes";
       break;
@@ -154,6 +157,8 @@ v1::CompileRequest MakeCompileRequest(const CompileArgs& args, const std::string
   request.set_model_digest(model_digest);
   for (const std::string& t : UniqueTargets(args.targets)) request.add_targets(t);
   for (const auto& [name, bound] : args.dim_bounds) (*request.mutable_dim_bounds())[name] = bound;
+  request.set_tune_trials(args.tune_trials);
+  request.set_tune_seconds(args.tune_seconds);
   return request;
 }
 

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "cache/digest.h"
 
@@ -66,6 +68,24 @@ absl::Status RemoteKiln::Compile(const v1::CompileRequest& request,
   v1::CompileEvent event;
   while (reader->Read(&event)) on_event(event);
   return FromGrpc("Compile", address_, reader->Finish());
+}
+
+absl::StatusOr<v1::TuneSummary> RemoteKiln::Tune(
+    const v1::TuneRequest& request, const std::function<void(const v1::TuneEvent&)>& on_event) {
+  auto context = NewContext();
+  auto reader = stub_->Tune(context.get(), request);
+  v1::TuneEvent event;
+  std::optional<v1::TuneSummary> summary;
+  while (reader->Read(&event)) {
+    if (event.has_summary()) summary = event.summary();
+    on_event(event);
+  }
+  absl::Status status = FromGrpc("Tune", address_, reader->Finish());
+  if (!status.ok()) return status;
+  if (!summary.has_value()) {
+    return absl::InternalError(absl::StrCat("Tune (kilnd at ", address_, "): no summary"));
+  }
+  return *std::move(summary);
 }
 
 absl::StatusOr<FetchedArtifact> RemoteKiln::FetchArtifact(const std::string& artifact_digest) {

@@ -31,6 +31,9 @@ class RemoteKiln {
                        const std::function<void(const v1::CompileEvent&)>& on_event);
   absl::StatusOr<FetchedArtifact> FetchArtifact(const std::string& artifact_digest);
   absl::StatusOr<v1::ListTargetsResponse> ListTargets();
+  // Calls on_event for each event as it arrives; returns the summary (the last event).
+  absl::StatusOr<v1::TuneSummary> Tune(const v1::TuneRequest& request,
+                                       const std::function<void(const v1::TuneEvent&)>& on_event);
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;

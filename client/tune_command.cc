@@ -1,47 +1,68 @@
 // `kiln tune`: measures a model's kernels on this machine and records the best schedule of
 // each in a local tuning database, which later compiles (`kiln compile --cache`, or kilnd on
-// that data dir) read.
+// that data dir) read; with --server, kilnd does it on its machine into its own database.
+#include <filesystem>
 #include <iomanip>
 
 #include "absl/strings/str_format.h"
 #include "cache/tuning_db.h"
 #include "client/commands.h"
+#include "client/remote.h"
 #include "compiler/driver/driver.h"
 #include "compiler/driver/tuning.h"
 
 namespace kiln::client {
 namespace {
 
-void PrintSummary(const driver::TuneSummary& summary, Console console) {
+// The local summary in the API's form, so that both modes print one table.
+v1::TuneSummary ToProto(const driver::TuneSummary& summary) {
+  auto gflops = [](const tune::Measurement& m, double flops) {
+    return m.ok && m.median_ns > 0 ? flops / static_cast<double>(m.median_ns) : 0.0;
+  };
+  v1::TuneSummary proto;
+  proto.set_kernels(summary.kernels);
+  proto.set_already_tuned(summary.already_tuned);
+  proto.set_trials(summary.trials);
+  proto.set_failed_trials(summary.failed_trials);
+  for (const tune::TuneResult& r : summary.results) {
+    v1::KernelTuneResult* result = proto.add_results();
+    result->set_kernel(r.kernel.kernel);
+    result->set_default_gflops(gflops(r.default_measurement, r.flops));
+    result->set_best_gflops(gflops(r.best_measurement, r.flops));
+    result->set_trials(r.trials);
+    result->set_failed(r.failed);
+    result->set_first_failure(r.first_failure);
+  }
+  return proto;
+}
+
+void PrintSummary(const v1::TuneSummary& summary, Console console) {
   console.out << absl::StrFormat("%-32s %10s %10s %8s %7s %7s\n", "kernel", "default", "tuned",
                                  "speedup", "trials", "failed");
-  for (const tune::TuneResult& r : summary.results) {
-    auto gflops = [&](const tune::Measurement& m) {
-      return m.ok ? absl::StrFormat("%.1f", r.flops / m.median_ns) : std::string("-");
-    };
+  auto gflops = [](double value) {
+    return value > 0 ? absl::StrFormat("%.1f", value) : std::string("-");
+  };
+  for (const v1::KernelTuneResult& r : summary.results()) {
     std::string speedup = "-";
-    if (r.default_measurement.ok && r.best_measurement.ok) {
-      speedup = absl::StrFormat("%.2fx", static_cast<double>(r.default_measurement.median_ns) /
-                                             r.best_measurement.median_ns);
+    if (r.default_gflops() > 0 && r.best_gflops() > 0) {
+      speedup = absl::StrFormat("%.2fx", r.best_gflops() / r.default_gflops());
     }
-    console.out << absl::StrFormat("%-32s %10s %10s %8s %7d %7d\n", r.kernel.kernel,
-                                   gflops(r.default_measurement), gflops(r.best_measurement),
-                                   speedup, r.trials, r.failed);
+    console.out << absl::StrFormat("%-32s %10s %10s %8s %7d %7d\n", r.kernel(),
+                                   gflops(r.default_gflops()), gflops(r.best_gflops()), speedup,
+                                   r.trials(), r.failed());
   }
-  for (const tune::TuneResult& r : summary.results) {
-    if (r.failed > 0) console.out << r.kernel.kernel << ": first failure: " << r.first_failure << "\n";
+  for (const v1::KernelTuneResult& r : summary.results()) {
+    if (r.failed() > 0)
+      console.out << r.kernel() << ": first failure: " << r.first_failure() << "\n";
   }
   console.out << absl::StrFormat(
       "%d tunable kernels: %d tuned now (%d trials, %d failed), %d had records (GFLOP/s)\n",
-      summary.kernels, static_cast<int>(summary.results.size()), summary.trials,
-      summary.failed_trials, summary.already_tuned);
+      summary.kernels(), summary.results_size(), summary.trials(), summary.failed_trials(),
+      summary.already_tuned());
 }
 
-}  // namespace
-
-absl::Status Tune(const TuneArgs& args, Console console) {
-  absl::StatusOr<std::string> model = ReadModelFile(args.model_path);
-  if (!model.ok()) return model.status();
+absl::StatusOr<v1::TuneSummary> TuneLocally(const TuneArgs& args, const std::string& model,
+                                            Console console) {
   absl::StatusOr<ir::Target> target = driver::ResolveTarget(args.target);
   if (!target.ok()) return target.status();
   absl::StatusOr<std::unique_ptr<cache::TuningDb>> db = OpenTuningDb(args.cache_dir, true);
@@ -60,7 +81,42 @@ absl::Status Tune(const TuneArgs& args, Console console) {
     }
   };
   absl::StatusOr<driver::TuneSummary> summary =
-      driver::TuneModel(*model, *target, compile, options, **db, events);
+      driver::TuneModel(model, *target, compile, options, **db, events);
+  if (!summary.ok()) return summary.status();
+  return ToProto(*summary);
+}
+
+absl::StatusOr<v1::TuneSummary> TuneRemotely(const TuneArgs& args, const std::string& model,
+                                             Console console) {
+  RemoteKiln remote(args.server, std::chrono::seconds(args.timeout_s));
+  std::string name = std::filesystem::path(args.model_path).filename().string();
+  absl::StatusOr<std::string> digest = remote.UploadModel(name, model);
+  if (!digest.ok()) return digest.status();
+  console.err << "uploaded " << name << " (" << model.size() << " bytes) as " << *digest << "\n";
+  v1::TuneRequest request;
+  request.set_model_digest(*digest);
+  request.set_target(args.target);
+  request.set_trials(args.trials);
+  request.set_trials_per_kernel(args.trials_per_kernel);
+  request.set_seconds(args.seconds);
+  request.set_retune(args.retune);
+  for (const auto& [dim, value] : args.dim_values) (*request.mutable_dim_values())[dim] = value;
+  for (const auto& [dim, bound] : args.dim_bounds) (*request.mutable_dim_bounds())[dim] = bound;
+  return remote.Tune(request, [&](const v1::TuneEvent& event) {
+    if (!event.message().empty()) {
+      console.err << "[" << args.target << "] tune: " << event.message() << "\n";
+    }
+  });
+}
+
+}  // namespace
+
+absl::Status Tune(const TuneArgs& args, Console console) {
+  absl::StatusOr<std::string> model = ReadModelFile(args.model_path);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<v1::TuneSummary> summary = args.server.empty()
+                                                ? TuneLocally(args, *model, console)
+                                                : TuneRemotely(args, *model, console);
   if (!summary.ok()) return summary.status();
   PrintSummary(*summary, console);
   return absl::OkStatus();

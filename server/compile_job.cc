@@ -1,10 +1,12 @@
 #include "server/compile_job.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cache/compile_key.h"
 #include "cache/digest.h"
+#include "cache/tuning_db.h"
 #include "server/catch_exceptions.h"
 #include "spdlog/spdlog.h"
 
@@ -12,6 +14,9 @@ namespace kiln::server {
 namespace {
 
 using Kind = v1::CompileEvent::Kind;
+
+// Beyond any useful budget; keeps the tuner's int arithmetic safe.
+constexpr int64_t kMaxTuneBudget = 1'000'000;
 
 absl::Status ValidateRequest(const v1::CompileRequest& request) {
   if (!cache::IsValidDigest(request.model_digest())) {
@@ -28,7 +33,18 @@ absl::Status ValidateRequest(const v1::CompileRequest& request) {
                                                      "; a bound needs a dim name and must be > 0"));
     }
   }
+  for (auto [field, value] : {std::pair("tune_trials", request.tune_trials()),
+                              std::pair("tune_seconds", request.tune_seconds())}) {
+    if (value < 0 || value > kMaxTuneBudget) {
+      return absl::InvalidArgumentError(absl::StrCat("compile: ", field, " = ", value,
+                                                     "; must be between 0 and ", kMaxTuneBudget));
+    }
+  }
   return absl::OkStatus();
+}
+
+bool HasTuneBudget(const v1::CompileRequest& request) {
+  return request.tune_trials() > 0 || request.tune_seconds() > 0;
 }
 
 driver::CompileOptions OptionsOf(const v1::CompileRequest& request) {
@@ -43,6 +59,8 @@ Kind KindOf(driver::CompileEvent::Kind kind) {
       return v1::CompileEvent::STAGE;
     case driver::CompileEvent::Kind::kPass:
       return v1::CompileEvent::PASS;
+    case driver::CompileEvent::Kind::kTuning:
+      return v1::CompileEvent::TUNING;
     case driver::CompileEvent::Kind::kInfo:
       break;
   }
@@ -57,6 +75,17 @@ void CompileJob::TargetEvents::Emit(Kind kind, std::string name, std::string mes
   event.set_name(std::move(name));
   event.set_message(std::move(message));
   job->emit_(event);
+}
+
+void CompileJob::TargetEvents::Forward(const driver::CompileEvent& event) const {
+  v1::CompileEvent proto = base;
+  proto.set_kind(KindOf(event.kind));
+  proto.set_name(event.name);
+  proto.set_message(event.message);
+  if (event.kind == driver::CompileEvent::Kind::kTuning) {
+    *proto.mutable_tuning() = ToProto(event.tuning);
+  }
+  job->emit_(proto);
 }
 
 void CompileJob::TargetEvents::Done(const cache::CompileResult& result) const {
@@ -85,19 +114,20 @@ absl::Status CompileJob::Run(const v1::CompileRequest& request) {
     return absl::NotFoundError(
         absl::StrCat("compile: model ", model_digest_, " not found; upload it first"));
   }
-  const driver::CompileOptions options = OptionsOf(request);
+  driver::CompileOptions options = OptionsOf(request);
+  options.tuning_db = tuning_.db;
   absl::Status first_failure;
   for (const std::string& preset : request.targets()) {
     // Between targets, not inside the compiler: the driver has no way to stop a run midway.
     if (absl::Status status = interrupted_(); !status.ok()) return status;
-    absl::Status status = RunTarget(preset, options);
+    absl::Status status = RunTarget(preset, options, request);
     if (first_failure.ok()) first_failure = status;
   }
   return first_failure;
 }
 
-absl::Status CompileJob::RunTarget(const std::string& preset,
-                                   const driver::CompileOptions& options) {
+absl::Status CompileJob::RunTarget(const std::string& preset, const driver::CompileOptions& options,
+                                   const v1::CompileRequest& request) {
   TargetEvents events{this, {}};
   events.base.set_target_preset(preset);
   // Checked against LLVM here, before the cache: a bad cpu or feature never reaches a compile.
@@ -107,6 +137,14 @@ absl::Status CompileJob::RunTarget(const std::string& preset,
     return target.status();
   }
   events.base.set_target(target->Canonical());
+  if (HasTuneBudget(request)) {
+    if (absl::Status status = TuneTarget(*target, options, request, events); !status.ok()) {
+      spdlog::warn("compile {} for {}: tuning: {}", model_digest_, preset, status.ToString());
+      events.Error(status);
+      return status;
+    }
+    if (absl::Status status = interrupted_(); !status.ok()) return status;
+  }
   absl::StatusOr<cache::CompileResult> result = BuildTarget(*target, options, events);
   if (!result.ok()) {
     spdlog::warn("compile {} for {}: {}", model_digest_, preset, result.status().ToString());
@@ -120,8 +158,16 @@ absl::Status CompileJob::RunTarget(const std::string& preset,
 absl::StatusOr<cache::CompileResult> CompileJob::BuildTarget(const ir::Target& target,
                                                              const driver::CompileOptions& options,
                                                              const TargetEvents& events) {
+  // Read before compiling: records added meanwhile make the next compile a miss, never a hit
+  // on an artifact that lacks them.
+  std::optional<int64_t> tuning_revision;
+  if (options.tuning_db != nullptr) {
+    absl::StatusOr<int64_t> revision = options.tuning_db->Revision(target.Canonical());
+    if (!revision.ok()) return revision.status();
+    tuning_revision = *revision;
+  }
   const std::string key = cache::CompileKey(model_digest_, target.Canonical(), options.Canonical(),
-                                            driver::CompilerVersion());
+                                            driver::CompilerVersion(), tuning_revision);
   absl::StatusOr<std::optional<cache::CompileResult>> cached = LookUp(key);
   if (!cached.ok()) return cached.status();
   if (cached->has_value()) {
@@ -133,6 +179,25 @@ absl::StatusOr<cache::CompileResult> CompileJob::BuildTarget(const ir::Target& t
   spdlog::info("compile {} for {}: cache miss, compiling", model_digest_, target.preset);
   events.Emit(v1::CompileEvent::CACHE_MISS);
   return CompileAndStore(target, options, key, events);
+}
+
+// The kernels the tuning database has no record for, tuned within the request's budget.
+absl::Status CompileJob::TuneTarget(const ir::Target& target, const driver::CompileOptions& options,
+                                    const v1::CompileRequest& request, const TargetEvents& events) {
+  absl::StatusOr<std::string_view> model = ModelBytes();
+  if (!model.ok()) return model.status();
+  driver::TuneModelOptions tune_options;
+  tune_options.tune.trials = static_cast<int>(request.tune_trials());
+  tune_options.tune.time_limit = std::chrono::seconds(request.tune_seconds());
+  driver::EventSink sink = [&events](const driver::CompileEvent& event) { events.Forward(event); };
+  absl::StatusOr<driver::TuneSummary> summary =
+      TuneForJob(*model, target, options, tune_options, tuning_, sink, interrupted_);
+  if (!summary.ok()) return summary.status();
+  events.Emit(
+      v1::CompileEvent::INFO, "tune",
+      absl::StrCat("tuned ", summary->results.size(), " of ", summary->kernels, " kernels in ",
+                   summary->trials, " trials (", summary->already_tuned, " had records)"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<cache::CompileResult>> CompileJob::LookUp(const std::string& key) {
@@ -153,9 +218,7 @@ absl::StatusOr<cache::CompileResult> CompileJob::CompileAndStore(
     const TargetEvents& events) {
   absl::StatusOr<std::string_view> model = ModelBytes();
   if (!model.ok()) return model.status();
-  driver::EventSink sink = [&events](const driver::CompileEvent& event) {
-    events.Emit(KindOf(event.kind), event.name, event.message);
-  };
+  driver::EventSink sink = [&events](const driver::CompileEvent& event) { events.Forward(event); };
   absl::StatusOr<driver::Artifact> artifact =
       CatchExceptions("compiler", [&] { return compiler_(*model, target, options, sink); });
   if (!artifact.ok()) return artifact.status();

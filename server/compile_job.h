@@ -1,6 +1,9 @@
 // One Compile request: for each target either a cache hit or a compilation whose artifact is
-// then stored, reported as a stream of events. Knows nothing of gRPC: events go to a callback
-// and cancellation is polled through another, so it is tested without a network.
+// then stored, reported as a stream of events. With a tuning database the compiler builds
+// kernels from its records, and the cache key covers the database's revision for the target;
+// with a tuning budget as well, the target's untuned kernels are tuned first. Knows nothing of
+// gRPC: events go to a callback and cancellation is polled through another, so it is tested without
+// a network.
 #pragma once
 
 #include <functional>
@@ -14,6 +17,7 @@
 #include "compiler/driver/driver.h"
 #include "compiler/ir/target.h"
 #include "kiln/v1/kiln.pb.h"
+#include "server/tune_job.h"
 
 namespace kiln::server {
 
@@ -29,11 +33,13 @@ class CompileJob {
   // OK while the client still wants the result; else why not (CANCELLED, DEADLINE_EXCEEDED).
   using InterruptFn = std::function<absl::Status()>;
 
-  CompileJob(cache::Store& store, CompilerFn compiler, EmitFn emit, InterruptFn interrupted)
+  CompileJob(cache::Store& store, CompilerFn compiler, EmitFn emit, InterruptFn interrupted,
+             TuningSetup tuning = {})
       : store_(store),
         compiler_(std::move(compiler)),
         emit_(std::move(emit)),
-        interrupted_(std::move(interrupted)) {}
+        interrupted_(std::move(interrupted)),
+        tuning_(std::move(tuning)) {}
 
   // Every target ends with TARGET_DONE or TARGET_ERROR, in request order; a failed target
   // does not stop the others. Returns OK when all succeeded, else the first failure.
@@ -45,11 +51,15 @@ class CompileJob {
     CompileJob* job;
     v1::CompileEvent base;
     void Emit(v1::CompileEvent::Kind kind, std::string name = "", std::string message = "") const;
+    void Forward(const driver::CompileEvent& event) const;  // a compiler or tuner event
     void Done(const cache::CompileResult& result) const;
     void Error(const absl::Status& status) const;
   };
 
-  absl::Status RunTarget(const std::string& preset, const driver::CompileOptions& options);
+  absl::Status RunTarget(const std::string& preset, const driver::CompileOptions& options,
+                         const v1::CompileRequest& request);
+  absl::Status TuneTarget(const ir::Target& target, const driver::CompileOptions& options,
+                          const v1::CompileRequest& request, const TargetEvents& events);
   absl::StatusOr<cache::CompileResult> BuildTarget(const ir::Target& target,
                                                    const driver::CompileOptions& options,
                                                    const TargetEvents& events);
@@ -64,6 +74,7 @@ class CompileJob {
   CompilerFn compiler_;
   EmitFn emit_;
   InterruptFn interrupted_;
+  TuningSetup tuning_;
   std::string model_digest_;
   std::optional<std::string> model_;  // read on the first cache miss only
 };

@@ -35,7 +35,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   absl::StatusOr<std::unique_ptr<cache::Store>> store = OpenStore(options.data_dir);
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
-  server->service_ = std::make_unique<KilnService>(*server->store_, std::move(options.service));
+  // Every compile reads its records, so what any client tuned serves every later compile.
+  absl::StatusOr<std::unique_ptr<cache::TuningDb>> tuning_db =
+      cache::TuningDb::Open((std::filesystem::path(options.data_dir) / "kiln.db").string());
+  if (!tuning_db.ok()) return tuning_db.status();
+  server->tuning_db_ = *std::move(tuning_db);
+  server->service_ = std::make_unique<KilnService>(*server->store_, server->tuning_db_.get(),
+                                                   std::move(options.service));
 
   // Both are process-wide switches read by the builder; setting them again is harmless.
   grpc::EnableDefaultHealthCheckService(true);

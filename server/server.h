@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cache/store.h"
+#include "cache/tuning_db.h"
 #include "server/service.h"
 
 namespace kiln::server {
@@ -22,7 +23,8 @@ struct ServerOptions {
 
 class Server {
  public:
-  // Opens DATA_DIR/kiln.db and starts serving. UNAVAILABLE when the address cannot be bound.
+  // Opens DATA_DIR/kiln.db (the cache and the tuning database) and starts serving. UNAVAILABLE when
+  // the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Server>> Start(ServerOptions options);
   ~Server();  // shuts down if still running
 
@@ -40,6 +42,7 @@ class Server {
   // Declaration order is teardown order in reverse: gRPC stops before the service and the
   // store it uses go away.
   std::unique_ptr<cache::Store> store_;
+  std::unique_ptr<cache::TuningDb> tuning_db_;  // in the store's kiln.db
   std::unique_ptr<KilnService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;

@@ -79,8 +79,9 @@ std::string Describe(const ir::Target& target) {
 
 }  // namespace
 
-KilnService::KilnService(cache::Store& store, ServiceOptions options)
+KilnService::KilnService(cache::Store& store, cache::TuningDb* tuning_db, ServiceOptions options)
     : store_(store),
+      tuning_db_(tuning_db),
       options_(std::move(options)),
       slots_(options_.max_running_jobs, options_.max_queued_jobs) {
   options_.max_model_bytes = std::min(options_.max_model_bytes, store.max_blob_bytes());
@@ -117,6 +118,11 @@ grpc::Status KilnService::ListTargets(grpc::ServerContext* context,
     }
     return absl::OkStatus();
   }));
+}
+
+grpc::Status KilnService::Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
+                               grpc::ServerWriter<v1::TuneEvent>* writer) {
+  return ToGrpcStatus(CatchExceptions("Tune", [&] { return RunTune(context, *request, writer); }));
 }
 
 absl::Status KilnService::Upload(grpc::ServerReader<v1::UploadModelRequest>* reader,
@@ -159,9 +165,29 @@ absl::Status KilnService::RunCompile(grpc::ServerContext* context,
     compiler_runs_.fetch_add(1);
     return options_.compiler(onnx, target, options, events);
   };
-  absl::Status status = CompileJob(store_, counted, emit, interrupted).Run(request);
+  absl::Status status = CompileJob(store_, counted, emit, interrupted, Tuning()).Run(request);
   spdlog::info("compile {} for {} target(s): {}", request.model_digest(), request.targets_size(),
                status.ToString());
+  return status;
+}
+
+absl::Status KilnService::RunTune(grpc::ServerContext* context, const v1::TuneRequest& request,
+                                  grpc::ServerWriter<v1::TuneEvent>* writer) {
+  auto interrupted = [context] { return Interrupted(context); };
+  // Progress comes from the tuner's thread only, but a lock keeps the one-writer rule
+  // obvious.
+  absl::Mutex write_mu;
+  auto emit = [&](const v1::TuneEvent& event) {
+    absl::MutexLock lock(&write_mu);
+    writer->Write(event);  // a failed write means the client left; `interrupted` notices
+  };
+  TuneJob job(store_, Tuning(), emit, interrupted);
+  // A bad request is answered at once, without waiting for a slot.
+  if (absl::Status status = job.Validate(request); !status.ok()) return status;
+  absl::StatusOr<JobSlots::Lease> lease = slots_.Acquire(interrupted);
+  if (!lease.ok()) return lease.status();
+  absl::Status status = job.Run(request);
+  spdlog::info("tune {} for {}: {}", request.model_digest(), request.target(), status.ToString());
   return status;
 }
 

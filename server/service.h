@@ -7,9 +7,11 @@
 
 #include "absl/status/status.h"
 #include "cache/store.h"
+#include "cache/tuning_db.h"
 #include "kiln/v1/kiln.grpc.pb.h"
 #include "server/compile_job.h"
 #include "server/job_slots.h"
+#include "server/tune_job.h"
 
 namespace kiln::server {
 
@@ -21,11 +23,15 @@ struct ServiceOptions {
   int max_running_jobs = 2;
   int max_queued_jobs = 16;
   CompilerFn compiler = driver::CompileModel;
+  // How the tuner measures each candidate (Tune, and Compile with a tuning budget).
+  tune::MeasureOptions tune_measure;
 };
 
 class KilnService final : public v1::Kiln::Service {
  public:
-  KilnService(cache::Store& store, ServiceOptions options);
+  // `tuning_db` (may be null: default schedules, and Tune is FAILED_PRECONDITION) schedules
+  // every compile and receives what Tune measures.
+  KilnService(cache::Store& store, cache::TuningDb* tuning_db, ServiceOptions options);
 
   grpc::Status UploadModel(grpc::ServerContext* context,
                            grpc::ServerReader<v1::UploadModelRequest>* reader,
@@ -36,6 +42,8 @@ class KilnService final : public v1::Kiln::Service {
                              grpc::ServerWriter<v1::ArtifactChunk>* writer) override;
   grpc::Status ListTargets(grpc::ServerContext* context, const v1::ListTargetsRequest* request,
                            v1::ListTargetsResponse* response) override;
+  grpc::Status Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
+                    grpc::ServerWriter<v1::TuneEvent>* writer) override;
 
   // How many times the compiler has been called; cache hits do not call it.
   int64_t compiler_runs() const { return compiler_runs_.load(); }
@@ -48,8 +56,12 @@ class KilnService final : public v1::Kiln::Service {
                           grpc::ServerWriter<v1::CompileEvent>* writer);
   absl::Status Fetch(grpc::ServerContext* context, const v1::FetchArtifactRequest& request,
                      grpc::ServerWriter<v1::ArtifactChunk>* writer);
+  absl::Status RunTune(grpc::ServerContext* context, const v1::TuneRequest& request,
+                       grpc::ServerWriter<v1::TuneEvent>* writer);
+  TuningSetup Tuning() const { return {tuning_db_, options_.tune_measure}; }
 
   cache::Store& store_;
+  cache::TuningDb* tuning_db_;
   ServiceOptions options_;
   JobSlots slots_;
   std::atomic<int64_t> compiler_runs_{0};

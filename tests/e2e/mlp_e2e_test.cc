@@ -263,6 +263,35 @@ TEST_F(E2ETest, OneRequestGivesOneArtifactPerTargetEachCachedOnItsOwn) {
   EXPECT_EQ(ElfMachine(dir_ / "second" / "riscv64" / "model.so"), 243);
 }
 
+// `kiln tune --server`: kilnd tunes on its machine into its own database, the table comes
+// back to stdout; a second run finds the records; a compile with a budget then needs no
+// tuning, builds from the records, and its artifact still computes the MLP.
+TEST_F(E2ETest, TuneThroughDaemonThenCompileFromItsRecords) {
+  const std::string tune = "tune " + Quote(dir_ / "mlp.onnx") + " --server " + Server() +
+                           " --trials-per-kernel 2 --dim batch=8";
+  CommandResult r = Kiln(tune);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tune: kernel 1/"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("speedup"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", 0 had records (GFLOP/s)"), std::string::npos) << r.output;
+
+  r = Kiln(tune);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 tuned now (0 trials, 0 failed)"), std::string::npos) << r.output;
+
+  r = Kiln("compile " + Quote(dir_ / "mlp.onnx") + " --target host --server " + Server() +
+           " --tune-trials 4 --out " + Quote(dir_ / "tuned"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("] tune: tuned 0 of"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("] tune: kernel"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tunable kernels from tuning records"), std::string::npos) << r.output;
+  CheckBatch(Quote(dir_ / "tuned" / "host"), 8);
+
+  r = Kiln("tune " + Quote(dir_ / "mlp.onnx") + " --server " + Server() + " --target aarch64");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("aarch64"), std::string::npos) << r.output;
+}
+
 TEST_F(E2ETest, InProcessCompileGivesTheSameResults) {
   fs::path out = dir_ / "local";
   CommandResult r =

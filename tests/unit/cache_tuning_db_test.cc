@@ -140,6 +140,50 @@ TEST_F(TuningDbTest, OtherCompilerVersionsAreIgnoredAndRetired) {
   EXPECT_EQ(db_->Retire(kVersion).value_or(-1), 0);
 }
 
+// A compile keyed by the revision must see every change to its target's records, and
+// nothing else: a slower duplicate, a failed put and other targets leave it alone.
+TEST_F(TuningDbTest, RevisionChangesWithTheTargetsRecordsOnly) {
+  const std::string target = Key().target;
+  auto revision = [&](const std::string& t) { return db_->Revision(t).value_or(-1); };
+  EXPECT_EQ(revision(target), 0);
+  ASSERT_TRUE(db_->Put(Record(R"({"tile": 16})", 100)).ok());
+  const int64_t added = revision(target);
+  EXPECT_GT(added, 0);
+  EXPECT_EQ(revision(target), added);  // reading changes nothing
+
+  ASSERT_TRUE(db_->Put(Record(R"({"tile": 16})", 150)).ok());  // slower: not stored
+  EXPECT_FALSE(db_->Put(Record("not json", 100)).ok());
+  TuningRecord other = Record(R"({"tile": 8})", 50);
+  other.key.target = "triple=aarch64-unknown-linux-gnu;cpu=generic";
+  ASSERT_TRUE(db_->Put(other).ok());
+  EXPECT_EQ(revision(target), added);
+  EXPECT_GT(revision(other.key.target), 0);
+
+  ASSERT_TRUE(db_->Put(Record(R"({"tile": 16})", 90)).ok());  // faster: replaces
+  const int64_t replaced = revision(target);
+  EXPECT_NE(replaced, added);
+
+  TuningRecord old_version = Record(R"({"tile": 4})", 10);
+  old_version.compiler_version = "kiln 0.0.9 (old)";
+  ASSERT_TRUE(db_->Put(old_version).ok());
+  const int64_t before_retire = revision(target);
+  EXPECT_NE(before_retire, replaced);
+  EXPECT_EQ(db_->Retire(kVersion).value_or(-1), 1);
+  EXPECT_NE(revision(target), before_retire);
+
+  const int64_t before_import = revision(target);
+  std::unique_ptr<TuningDb> fresh = Open("fresh.db");
+  ASSERT_TRUE(fresh->Put(Record(R"({"tile": 32})", 80)).ok());
+  ASSERT_TRUE(db_->ImportJsonLines(Export(*fresh)).ok());
+  EXPECT_NE(revision(target), before_import);
+
+  // Kept in the file: another connection (another process) sees the same number.
+  const int64_t now = revision(target);
+  db_.reset();
+  db_ = Open("kiln.db");
+  EXPECT_EQ(revision(target), now);
+}
+
 TEST_F(TuningDbTest, ValidationNamesTheField) {
   auto error_of = [&](auto change) {
     TuningRecord record = Record(R"({"tile": 16})", 100);

@@ -16,11 +16,13 @@
 
 #include "absl/synchronization/notification.h"
 #include "cache/digest.h"
+#include "cache/tuning_db.h"
 #include "compiler/ir/target.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kiln/v1/kiln.grpc.pb.h"
 #include "server/server.h"
+#include "tests/support/onnx_builder.h"
 
 namespace kiln::server {
 namespace {
@@ -137,6 +139,10 @@ class ServiceTestBase : public ::testing::Test {
     request.set_model_digest(digest);
     for (const std::string& target : targets) request.add_targets(target);
     for (const auto& [dim, bound] : dim_bounds) (*request.mutable_dim_bounds())[dim] = bound;
+    return Compile(request);
+  }
+
+  CompileOutcome Compile(const v1::CompileRequest& request) {
     grpc::ClientContext context;
     SetDeadline(context);
     CompileOutcome outcome;
@@ -563,6 +569,219 @@ TEST_F(BusyServerTest, FullQueueIsResourceExhausted) {
   release.Notify();
   first.join();
   EXPECT_TRUE(Compile(digest, {"x86_64"}).status.ok());  // a slot is free again
+}
+
+// --- Tuning through the service (the real compiler and tuner, measured cheaply) ---------
+
+// y = a @ w + bias: a [n, 64] (n symbolic), w a constant [64, 48]: one tunable kernel.
+std::string MatmulModel() {
+  testing::OnnxBuilder b;
+  b.Input("a", {"n", 64});
+  std::vector<float> w(64 * 48), bias(48);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37 % 101) - 50) / 50;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) - 3;
+  b.FloatInitializer("w", {64, 48}, w);
+  b.FloatInitializer("bias", {48}, bias);
+  b.Node("MatMul", {"a", "w"}, {"p"});
+  b.Node("Add", {"p", "bias"}, {"y"});
+  b.Output("y", {"n", 48});
+  return b.Serialize();
+}
+
+class TuningTest : public ServiceTestBase {
+ protected:
+  void SetUp() override {
+    ServiceOptions options{.max_model_bytes = 8 * kMiB};
+    options.tune_measure.warmup = 1;
+    options.tune_measure.repeats = 3;
+    Start(options);
+  }
+
+  struct TuneOutcome {
+    grpc::Status status;
+    std::vector<v1::TuneEvent> progress;  // events without a summary
+    std::optional<v1::TuneSummary> summary;
+  };
+
+  TuneOutcome Tune(const v1::TuneRequest& request,
+                   std::chrono::seconds deadline = std::chrono::seconds(120)) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
+    TuneOutcome outcome;
+    std::unique_ptr<grpc::ClientReader<v1::TuneEvent>> reader = stub_->Tune(&context, request);
+    v1::TuneEvent event;
+    while (reader->Read(&event)) {
+      if (event.has_summary()) {
+        EXPECT_FALSE(outcome.summary.has_value()) << "a second summary";
+        outcome.summary = event.summary();
+      } else {
+        EXPECT_FALSE(outcome.summary.has_value()) << "progress after the summary";
+        outcome.progress.push_back(event);
+      }
+    }
+    outcome.status = reader->Finish();
+    return outcome;
+  }
+
+  static v1::TuneRequest TuneRequest(const std::string& digest, int64_t trials,
+                                     const std::string& target = "host") {
+    v1::TuneRequest request;
+    request.set_model_digest(digest);
+    request.set_target(target);
+    request.set_trials(trials);
+    (*request.mutable_dim_values())["n"] = 64;
+    return request;
+  }
+
+  // What a second reader of the daemon's kiln.db (kiln tuning stats) would see.
+  int64_t RecordsOnDisk() {
+    absl::StatusOr<std::unique_ptr<cache::TuningDb>> db =
+        cache::TuningDb::Open((data_dir_ / "kiln.db").string());
+    EXPECT_TRUE(db.ok()) << db.status();
+    return db.ok() ? (*db)->Stats()->records : -1;
+  }
+
+  static std::string ScheduleMessage(const CompileOutcome& outcome) {
+    for (const v1::CompileEvent& event : outcome.OfKind(v1::CompileEvent::INFO)) {
+      if (event.name() == "schedule") return event.message();
+    }
+    return "no schedule event";
+  }
+};
+
+TEST_F(TuningTest, TuneRecordsTheKernelAndASecondTuneFindsTheRecord) {
+  const std::string digest = UploadModel(MatmulModel());
+  TuneOutcome first = Tune(TuneRequest(digest, 4));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  ASSERT_TRUE(first.summary.has_value());
+  EXPECT_EQ(first.summary->kernels(), 1);
+  EXPECT_EQ(first.summary->already_tuned(), 0);
+  ASSERT_EQ(first.summary->results_size(), 1);
+  const v1::KernelTuneResult& result = first.summary->results(0);
+  EXPECT_FALSE(result.kernel().empty());
+  EXPECT_GT(result.default_gflops(), 0);
+  EXPECT_GE(result.best_gflops(), result.default_gflops());
+  EXPECT_GT(result.trials(), 0);
+  EXPECT_LE(result.trials(), 4);
+  EXPECT_EQ(first.summary->trials(), result.trials());
+  ASSERT_FALSE(first.progress.empty());
+  const v1::TuneProgress& last = first.progress.back().progress();
+  EXPECT_EQ(last.kernel(), result.kernel());
+  EXPECT_EQ(last.trials_budget(), 4);
+  EXPECT_GT(last.trials_done(), 0);
+  EXPECT_THAT(first.progress.back().message(), HasSubstr("GFLOP/s"));
+  EXPECT_EQ(RecordsOnDisk(), 1);
+
+  TuneOutcome second = Tune(TuneRequest(digest, 4));
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  ASSERT_TRUE(second.summary.has_value());
+  EXPECT_EQ(second.summary->kernels(), 1);
+  EXPECT_EQ(second.summary->already_tuned(), 1);
+  EXPECT_EQ(second.summary->trials(), 0);
+  EXPECT_EQ(second.summary->results_size(), 0);
+  EXPECT_EQ(RecordsOnDisk(), 1);
+}
+
+// A cached artifact never hides new records: the first compile after tuning is a miss that
+// builds the kernel from its record, the next one a hit.
+TEST_F(TuningTest, CompileAfterTuningUsesTheRecordAndMissesTheCacheOnce) {
+  const std::string digest = UploadModel(MatmulModel());
+  CompileOutcome before = Compile(digest, {"host"});
+  ASSERT_TRUE(before.status.ok()) << before.status.error_message();
+  EXPECT_THAT(before.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(1));
+  EXPECT_EQ(ScheduleMessage(before), "0 of 1 tunable kernels from tuning records");
+
+  TuneOutcome tuned = Tune(TuneRequest(digest, 2));
+  ASSERT_TRUE(tuned.status.ok()) << tuned.status.error_message();
+
+  CompileOutcome after = Compile(digest, {"host"});
+  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_THAT(after.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(1));
+  EXPECT_EQ(ScheduleMessage(after), "1 of 1 tunable kernels from tuning records");
+  ASSERT_THAT(after.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+  ASSERT_THAT(before.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+  EXPECT_NE(after.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest(),
+            before.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest());
+
+  CompileOutcome again = Compile(digest, {"host"});
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_THAT(again.OfKind(v1::CompileEvent::CACHE_HIT), SizeIs(1));
+  EXPECT_EQ(again.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest(),
+            after.OfKind(v1::CompileEvent::TARGET_DONE)[0].artifact_digest());
+}
+
+TEST_F(TuningTest, CompileWithABudgetTunesFirstAndStreamsProgress) {
+  const std::string digest = UploadModel(MatmulModel());
+  v1::CompileRequest request;
+  request.set_model_digest(digest);
+  request.add_targets("host");
+  request.set_tune_trials(2);
+  CompileOutcome outcome = Compile(request);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  std::vector<v1::CompileEvent> tuning = outcome.OfKind(v1::CompileEvent::TUNING);
+  ASSERT_FALSE(tuning.empty());
+  EXPECT_EQ(tuning.back().tuning().trials_budget(), 2);
+  EXPECT_GT(tuning.back().tuning().trials_done(), 0);
+  EXPECT_FALSE(tuning.back().tuning().kernel().empty());
+  EXPECT_FALSE(tuning.back().target().empty());
+  EXPECT_EQ(tuning.back().target_preset(), "host");
+  EXPECT_EQ(ScheduleMessage(outcome), "1 of 1 tunable kernels from tuning records");
+  EXPECT_THAT(outcome.OfKind(v1::CompileEvent::TARGET_DONE), SizeIs(1));
+
+  // The kernel has its record now: the same request measures nothing and hits the cache.
+  CompileOutcome again = Compile(request);
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_THAT(again.OfKind(v1::CompileEvent::TUNING), SizeIs(0));
+  EXPECT_THAT(again.OfKind(v1::CompileEvent::CACHE_HIT), SizeIs(1));
+}
+
+TEST_F(TuningTest, TuneUnknownModelIsNotFoundNamingIt) {
+  const std::string digest = cache::Sha256Digest("never uploaded");
+  TuneOutcome outcome = Tune(TuneRequest(digest, 4));
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr(digest));
+  ExpectStillServing();
+}
+
+TEST_F(TuningTest, TuneForAnotherArchOrAnUnknownTargetIsInvalidArgumentNamingIt) {
+  const std::string digest = UploadModel(MatmulModel());
+  TuneOutcome other_arch = Tune(TuneRequest(digest, 4, "aarch64"));
+  EXPECT_EQ(other_arch.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(other_arch.status.error_message(), HasSubstr("aarch64"));
+  TuneOutcome unknown = Tune(TuneRequest(digest, 4, "vax"));
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unknown.status.error_message(), HasSubstr("vax"));
+  v1::TuneRequest negative = TuneRequest(digest, -1);
+  EXPECT_EQ(Tune(negative).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RecordsOnDisk(), 0);
+  ExpectStillServing();
+}
+
+// Without a budget another arch compiles as before; with one, only that target fails.
+TEST_F(TuningTest, CompileBudgetForAnotherArchFailsThatTargetOnly) {
+  const std::string digest = UploadModel(MatmulModel());
+  v1::CompileRequest request;
+  request.set_model_digest(digest);
+  request.add_targets("aarch64");
+  request.set_tune_trials(2);
+  CompileOutcome outcome = Compile(request);
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  std::vector<v1::CompileEvent> errors = outcome.OfKind(v1::CompileEvent::TARGET_ERROR);
+  ASSERT_THAT(errors, SizeIs(1));
+  EXPECT_EQ(errors[0].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(errors[0].message(), HasSubstr("aarch64"));
+  EXPECT_THAT(outcome.OfKind(v1::CompileEvent::CACHE_MISS), SizeIs(0));
+}
+
+// The client's deadline stops the search between trials: the handler returns within a trial
+// or so, so shutting down (which waits for handlers) is quick, not 200 trials long.
+TEST_F(TuningTest, DeadlineStopsTheSearch) {
+  const std::string digest = UploadModel(MatmulModel());
+  const auto start = std::chrono::steady_clock::now();
+  TuneOutcome outcome = Tune(TuneRequest(digest, 200), std::chrono::seconds(3));
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  server_->Shutdown(absl::Seconds(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
 }  // namespace
