@@ -16,7 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
@@ -284,12 +286,32 @@ std::string RunOnce(const codegen::JitKernel& kernel, std::vector<HostBuffer>& b
   return env.index_error;
 }
 
+// The reference's buffers as a ReferenceResult gave them, in place of running it.
+absl::Status UseReferenceResult(const ReferenceResult& result, const std::string& kernel,
+                                std::vector<HostBuffer>& expected) {
+  if (result.buffers.size() != expected.size()) {
+    return absl::InvalidArgumentError("the reference result of kernel " + kernel +
+                                      " has another number of buffers");
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const std::string& bytes = result.buffers[i];
+    if (bytes.size() != static_cast<size_t>(expected[i].elements * expected[i].dtype.bytes())) {
+      return absl::InvalidArgumentError(absl::StrCat("the reference result of kernel ", kernel,
+                                                     " has another size for buffer ",
+                                                     expected[i].name));
+    }
+    std::memcpy(expected[i].data(), bytes.data(), bytes.size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                                           const ir::IRModule& reference, const std::string& kernel,
                                           const std::map<std::string, int64_t>& scalar_values,
-                                          const MeasureOptions& options) {
+                                          const MeasureOptions& options,
+                                          const ReferenceResult* reference_result) {
   ir::Target target;
   if (options.target) {
     target = *options.target;
@@ -326,10 +348,14 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
     }
   }
 
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> reference_kernel,
-                        codegen::JitCompileKernel(reference, kernel, target));
-  if (std::string error = RunOnce(*reference_kernel, expected, scalars); !error.empty()) {
-    return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
+  if (reference_result) {
+    KILN_RETURN_IF_ERROR(UseReferenceResult(*reference_result, kernel, expected));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> reference_kernel,
+                          codegen::JitCompileKernel(reference, kernel, target));
+    if (std::string error = RunOnce(*reference_kernel, expected, scalars); !error.empty()) {
+      return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
+    }
   }
   Measurement m;
   absl::StatusOr<std::unique_ptr<codegen::JitKernel>> compiled =
@@ -450,23 +476,31 @@ Measurement Failed(std::string failure) {
 
 }  // namespace
 
-absl::StatusOr<Measurement> MeasureKernelIsolated(
-    const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
-    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options) {
+namespace {
+
+// What a child process answered, or how it failed (crashed, timed out, exited badly).
+struct ChildOutcome {
+  std::string answer;
+  std::string failure;  // empty: it answered
+};
+
+// Runs `work` in a forked child, killed after `timeout`; its return value comes back through
+// a pipe. The JIT runs in children only, so the caller's process never forks LLVM's threads.
+ChildOutcome RunInChild(const std::function<std::string()>& work,
+                        std::chrono::milliseconds timeout) {
   int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  if (pipe(fds) != 0) return {"", absl::StrCat("pipe: ", strerror(errno))};
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+    return {"", absl::StrCat("fork: ", strerror(errno))};
   }
   if (pid == 0) {
     close(fds[0]);
     rlimit no_core{0, 0};
     setrlimit(RLIMIT_CORE, &no_core);  // a crash should not spend the timeout dumping core
-    std::string answer =
-        Serialize(MeasureKernel(candidate, reference, kernel, scalar_values, options));
+    std::string answer = work();
     for (size_t done = 0; done < answer.size();) {
       ssize_t n = write(fds[1], answer.data() + done, answer.size() - done);
       if (n <= 0) _exit(2);
@@ -475,7 +509,7 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
     _exit(0);
   }
   close(fds[1]);
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string answer;
   bool timed_out = false;
   for (;;) {
@@ -490,7 +524,7 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
     int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;  // timeout: the loop sees it
-    char chunk[4096];
+    char chunk[65536];
     ssize_t n = read(fds[0], chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the child closed its end: it has answered or died
@@ -501,16 +535,123 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const std::string seconds = absl::StrCat(options.timeout.count() / 1000.0);
-  if (timed_out) return Failed("timed out after " + seconds + " s and was killed");
+  const std::string seconds = absl::StrCat(timeout.count() / 1000.0);
+  if (timed_out) return {"", "timed out after " + seconds + " s and was killed"};
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return Failed(absl::StrCat("crashed: killed by signal ", sig, " (", strsignal(sig), ")"));
+    return {"", absl::StrCat("crashed: killed by signal ", sig, " (", strsignal(sig), ")")};
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Failed(absl::StrCat("the measuring process exited with status ", WEXITSTATUS(status)));
+    return {"", absl::StrCat("the measuring process exited with status ", WEXITSTATUS(status))};
   }
-  return Deserialize(answer);
+  return {std::move(answer), ""};
+}
+
+// A ReferenceResult as bytes: "N\n", then per buffer its size, "\n" and its bytes; or
+// "error CODE MESSAGE".
+std::string SerializeReference(const absl::StatusOr<ReferenceResult>& result) {
+  if (!result.ok()) {
+    return absl::StrCat("error ", static_cast<int>(result.status().code()), " ",
+                        result.status().message());
+  }
+  std::string out = absl::StrCat(result->buffers.size(), "\n");
+  for (const std::string& b : result->buffers) absl::StrAppend(&out, b.size(), "\n", b);
+  return out;
+}
+
+absl::StatusOr<ReferenceResult> DeserializeReference(absl::string_view text) {
+  if (absl::ConsumePrefix(&text, "error ")) {
+    size_t space = text.find(' ');
+    int code = std::atoi(std::string(text.substr(0, space)).c_str());
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        space == absl::string_view::npos ? "" : text.substr(space + 1));
+  }
+  auto number = [&]() -> std::optional<size_t> {
+    size_t newline = text.find('\n');
+    size_t n = 0;
+    if (newline == absl::string_view::npos || !absl::SimpleAtoi(text.substr(0, newline), &n)) {
+      return std::nullopt;
+    }
+    text.remove_prefix(newline + 1);
+    return n;
+  };
+  auto garbage = absl::InternalError("the reference process answered garbage");
+  std::optional<size_t> count = number();
+  if (!count) return garbage;
+  ReferenceResult result;
+  for (size_t i = 0; i < *count; ++i) {
+    std::optional<size_t> size = number();
+    if (!size || *size > text.size()) return garbage;
+    result.buffers.emplace_back(text.substr(0, *size));
+    text.remove_prefix(*size);
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
+                                             const std::string& kernel,
+                                             const std::map<std::string, int64_t>& scalar_values,
+                                             const MeasureOptions& options) {
+  ir::Target target;
+  if (options.target) {
+    target = *options.target;
+  } else {
+    KILN_ASSIGN_OR_RETURN(target, codegen::HostTarget());
+  }
+  KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* func, FindKernel(reference, kernel, "reference"));
+  std::vector<int64_t> scalars;
+  for (const arith::PrimExpr& s : func->scalars) {
+    auto it = scalar_values.find(s->name);
+    if (it == scalar_values.end()) {
+      return absl::InvalidArgumentError("kernel " + kernel + ": no value for scalar " + s->name);
+    }
+    scalars.push_back(it->second);
+  }
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<HostBuffer> buffers,
+      AllocateBuffers(*func, scalar_values, options.seed, ConstantArguments(reference, kernel)));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> compiled,
+                        codegen::JitCompileKernel(reference, kernel, target));
+  if (std::string error = RunOnce(*compiled, buffers, scalars); !error.empty()) {
+    return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
+  }
+  ReferenceResult result;
+  for (const HostBuffer& b : buffers) {
+    result.buffers.emplace_back(static_cast<const char*>(b.data()),
+                                b.elements * b.dtype.bytes());
+  }
+  return result;
+}
+
+absl::StatusOr<ReferenceResult> RunReferenceIsolated(
+    const ir::IRModule& reference, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options) {
+  ChildOutcome outcome = RunInChild(
+      [&] {
+        return SerializeReference(RunReference(reference, kernel, scalar_values, options));
+      },
+      options.timeout);
+  if (!outcome.failure.empty()) {
+    return absl::FailedPreconditionError("the reference kernel " + kernel + " " +
+                                         outcome.failure);
+  }
+  return DeserializeReference(outcome.answer);
+}
+
+absl::StatusOr<Measurement> MeasureKernelIsolated(
+    const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
+    const ReferenceResult* reference_result) {
+  ChildOutcome outcome = RunInChild(
+      [&] {
+        return Serialize(
+            MeasureKernel(candidate, reference, kernel, scalar_values, options, reference_result));
+      },
+      options.timeout);
+  if (!outcome.failure.empty()) return Failed(outcome.failure);
+  return Deserialize(outcome.answer);
 }
 
 }  // namespace kiln::tune

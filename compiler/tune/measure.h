@@ -45,16 +45,35 @@ struct Measurement {
 // the kernel writes (rtol 1e-4, atol 1e-5), then times options.warmup + options.repeats runs
 // of the candidate. An error status is a bad request or a reference that does not run (no
 // such kernel, a missing scalar, kernels with different buffers, a target not this machine).
+// With `reference_result` (RunReference's for the same kernel, scalars and options), the
+// reference is not compiled or run again: a tuner measuring many candidates of one kernel
+// pays for the reference once.
+struct ReferenceResult;
 absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                                           const ir::IRModule& reference, const std::string& kernel,
                                           const std::map<std::string, int64_t>& scalar_values,
-                                          const MeasureOptions& options);
+                                          const MeasureOptions& options,
+                                          const ReferenceResult* reference_result = nullptr);
 
 // MeasureKernel in a forked child process, killed after options.timeout. A child killed by
 // a signal or by the timeout is a failed measurement naming the signal or the timeout. The
 // JIT runs in the child only, so the caller's process never forks LLVM's threads.
 absl::StatusOr<Measurement> MeasureKernelIsolated(
     const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
+    const ReferenceResult* reference_result = nullptr);
+
+// Every buffer of the reference kernel after it ran on MeasureKernel's inputs.
+struct ReferenceResult {
+  std::vector<std::string> buffers;  // bytes, in parameter order
+};
+absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
+                                             const std::string& kernel,
+                                             const std::map<std::string, int64_t>& scalar_values,
+                                             const MeasureOptions& options);
+// RunReference in a child process (a crash or the timeout is FAILED_PRECONDITION).
+absl::StatusOr<ReferenceResult> RunReferenceIsolated(
+    const ir::IRModule& reference, const std::string& kernel,
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options);
 
 }  // namespace kiln::tune

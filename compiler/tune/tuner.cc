@@ -84,6 +84,22 @@ class KernelSearch {
     result.kernel = kernel_;
     result.flops = StmtFlops(module_.prim_funcs.at(kernel_.kernel).body, scalars_);
     KILN_ASSIGN_OR_RETURN(reference_, Scheduled(nullptr));
+    // The reference runs once; its compile time sets the candidates' timeout, so a kernel
+    // that is slow to compile is not mistaken for a runaway.
+    MeasureOptions reference_options = options_.measure;
+    reference_options.timeout *= 10;
+    const Clock::time_point start = Clock::now();
+    absl::StatusOr<ReferenceResult> reference =
+        RunReferenceIsolated(reference_, kernel_.kernel, scalars_, reference_options);
+    if (!reference.ok()) {
+      result.first_failure = std::string(reference.status().message());
+      return result;  // not tunable here; the default schedule stays
+    }
+    reference_result_ = *std::move(reference);
+    candidate_options_ = options_.measure;
+    candidate_options_.timeout = std::max(
+        candidate_options_.timeout,
+        4 * std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
     std::vector<Trace> first;
     for (const SearchSpace& space : kernel_.spaces) first.push_back(space.Default());
     while (result.trials < budget && keep_going()) {
@@ -120,7 +136,8 @@ class KernelSearch {
     KILN_ASSIGN_OR_RETURN(ir::IRModule candidate, Scheduled(&trace));
     KILN_ASSIGN_OR_RETURN(
         Measurement m,
-        MeasureKernelIsolated(candidate, reference_, kernel_.kernel, scalars_, options_.measure));
+        MeasureKernelIsolated(candidate, reference_, kernel_.kernel, scalars_, candidate_options_,
+                              &reference_result_));
     ++result.trials;
     tried_.insert(trace.ToJson());
     if (trace == kernel_.spaces.front().Default()) result.default_measurement = m;
@@ -230,6 +247,8 @@ class KernelSearch {
   const TuneOptions& options_;
   std::mt19937_64& random_;
   ir::IRModule reference_;
+  ReferenceResult reference_result_;
+  MeasureOptions candidate_options_;
   std::vector<Trial> trials_;  // the ones that ran
   std::set<std::string> tried_;
 };

@@ -51,7 +51,9 @@ struct TuneResult {
   Measurement default_measurement;  // of the default schedule
   int trials = 0;                   // measured, failures included
   int failed = 0;
-  std::string first_failure;  // what the first failed trial reported
+  // What the first failed trial reported, or why the kernel could not be tuned at all (its
+  // default schedule did not run: then trials is 0).
+  std::string first_failure;
   double flops = 0;  // floating-point operations of one run at the measured extents
 };
 

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "compiler/codegen/codegen.h"
@@ -83,6 +84,34 @@ TEST(MeasureTest, AWrongCandidateIsAMismatchNamingTheBuffer) {
   EXPECT_FALSE(m->ok);
   EXPECT_THAT(m->failure, StartsWith("buffer B differs at element 0: "));
   EXPECT_TRUE(m->times_ns.empty());
+}
+
+// The reference run once (in a child) and handed to each measurement: a right candidate
+// passes, a wrong one is caught, as when the reference runs with every candidate.
+TEST(MeasureTest, AReferenceRunOnceChecksEveryCandidate) {
+  ir::IRModule reference = Scale(kScale);
+  absl::StatusOr<ReferenceResult> expected =
+      RunReferenceIsolated(reference, "scale", {{"n", 100}}, MeasureOptions{});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(expected->buffers.size(), 2u);
+  EXPECT_EQ(expected->buffers[1].size(), 100 * sizeof(float));
+  float a0, b0;
+  std::memcpy(&a0, expected->buffers[0].data(), 4);
+  std::memcpy(&b0, expected->buffers[1].data(), 4);
+  EXPECT_EQ(b0, a0 * 2);
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(
+      Scale("    B[i] = A[i] + A[i]"), reference, "scale", {{"n", 100}}, {}, &*expected);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->ok) << m->failure;
+  m = MeasureKernelIsolated(Scale("    B[i] = A[i] * 3.0"), reference, "scale", {{"n", 100}}, {},
+                            &*expected);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->failure, StartsWith("buffer B differs at element 0: "));
+  // A reference that crashes is an error, not a measurement.
+  absl::StatusOr<ReferenceResult> crashed = RunReferenceIsolated(
+      Scale("    B[i * 1099511627776] = A[i]"), "scale", {{"n", 100}}, MeasureOptions{});
+  EXPECT_EQ(crashed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(crashed.status().message(), HasSubstr("killed by signal"));
 }
 
 TEST(MeasureTest, ACrashingCandidateIsContained) {
