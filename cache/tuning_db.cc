@@ -337,6 +337,27 @@ absl::StatusOr<std::optional<TuningRecord>> TuningDb::Best(const TuningKey& key,
   return RecordFromRow(*stmt);
 }
 
+absl::StatusOr<std::vector<std::string>> TuningDb::Buckets(const TuningKey& key,
+                                                           std::string_view compiler_version) {
+  absl::MutexLock lock(&mu_);
+  auto stmt = Statement::Prepare(
+      db_,
+      "SELECT DISTINCT bucket FROM tuning_records WHERE workload = ?1 AND target = ?2 AND "
+      "space_version = ?3 AND compiler_version = ?4 ORDER BY bucket");
+  if (!stmt.ok()) return stmt.status();
+  stmt->BindText(1, key.workload)
+      .BindText(2, key.target)
+      .BindInt(3, key.space_version)
+      .BindText(4, compiler_version);
+  std::vector<std::string> buckets;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return buckets;
+    buckets.push_back(stmt->ColumnBytes(0));
+  }
+}
+
 absl::StatusOr<int64_t> TuningDb::Retire(std::string_view current_compiler_version) {
   absl::MutexLock lock(&mu_);
   auto stmt = Statement::Prepare(db_, "DELETE FROM tuning_records WHERE compiler_version != ?1");

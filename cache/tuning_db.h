@@ -27,7 +27,9 @@ struct TuningKey {
   std::string workload;   // structural hash of the normalized kernel (symbolic extents as vars)
   std::string target;     // ir::Target::Canonical()
   int space_version = 0;  // version of the tuning space the schedule was drawn from
-  std::string bucket;     // "" for a static kernel, else a symbolic extent's bucket ("n=64")
+  // "" for a schedule tuned for every value of the kernel's symbols, else the value of its
+  // bucket symbol it was tuned at ("64"), used up to that value.
+  std::string bucket;
 };
 
 struct TuningRecord {
@@ -63,6 +65,10 @@ class TuningDb {
   // The record with the lowest median for exactly `key`, measured by `compiler_version`;
   // records of other compiler versions are never used.
   absl::StatusOr<std::optional<TuningRecord>> Best(const TuningKey& key,
+                                                   std::string_view compiler_version);
+  // The buckets with records for `key`'s workload, target and space version (key.bucket
+  // is ignored) measured by `compiler_version`, in text order.
+  absl::StatusOr<std::vector<std::string>> Buckets(const TuningKey& key,
                                                    std::string_view compiler_version);
   // Deletes the records of every compiler version but `current_compiler_version`; returns
   // how many.

@@ -22,8 +22,9 @@ constexpr char kUsage[] =
     "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "  kiln tune MODEL.onnx [--target T] [--trials N] [--trials-per-kernel N] [--time SECONDS]\n"
-    "            [--dim NAME=N ...] [--dim-bound NAME=N ...] [--retune]\n"
+    "            [--dim NAME=N ...] [--buckets N,N,...] [--dim-bound NAME=N ...] [--retune]\n"
     "            [--cache DIR | --server HOST:PORT [--timeout SECONDS]]\n"
+    "            (--buckets: kernels with a symbolic extent are tuned at each value)\n"
     "  kiln tuning export [--cache DIR]        tuning records as JSON lines\n"
     "  kiln tuning import FILE [--cache DIR]   adds the records of FILE (JSON lines)\n"
     "  kiln tuning stats [--cache DIR]\n"
@@ -215,6 +216,7 @@ absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words) {
                                    {"trials-per-kernel"},
                                    {"time"},
                                    {"dim", true},
+                                   {"buckets"},
                                    {"dim-bound", true},
                                    {"retune", false, false},
                                    {"cache"},
@@ -251,6 +253,13 @@ absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words) {
     absl::StatusOr<int64_t> value = PositiveInt("dim", assignment->second);
     if (!value.ok()) return value.status();
     args.dim_values[assignment->first] = *value;
+  }
+  if (std::string text = parsed->Get("buckets"); !text.empty()) {
+    for (absl::string_view word : absl::StrSplit(text, ',')) {
+      absl::StatusOr<int64_t> value = PositiveInt("buckets", std::string(word));
+      if (!value.ok()) return value.status();
+      args.buckets.push_back(*value);
+    }
   }
   absl::Status bounds = DimBounds(*parsed, &args.dim_bounds);
   if (!bounds.ok()) return bounds;

@@ -26,7 +26,7 @@ v1::TuneSummary ToProto(const driver::TuneSummary& summary) {
   proto.set_failed_trials(summary.failed_trials);
   for (const tune::TuneResult& r : summary.results) {
     v1::KernelTuneResult* result = proto.add_results();
-    result->set_kernel(r.kernel.kernel);
+    result->set_kernel(tune::DisplayName(r));
     result->set_default_gflops(gflops(r.default_measurement, r.flops));
     result->set_best_gflops(gflops(r.best_measurement, r.flops));
     result->set_trials(r.trials);
@@ -72,6 +72,7 @@ absl::StatusOr<v1::TuneSummary> TuneLocally(const TuneArgs& args, const std::str
   options.tune.trials_per_kernel = static_cast<int>(args.trials_per_kernel);
   options.tune.time_limit = std::chrono::seconds(args.seconds);
   options.tune.symbol_values = args.dim_values;
+  options.tune.bucket_values = args.buckets;
   options.retune = args.retune;
   driver::CompileOptions compile;
   compile.dim_bounds = args.dim_bounds;
@@ -101,6 +102,7 @@ absl::StatusOr<v1::TuneSummary> TuneRemotely(const TuneArgs& args, const std::st
   request.set_seconds(args.seconds);
   request.set_retune(args.retune);
   for (const auto& [dim, value] : args.dim_values) (*request.mutable_dim_values())[dim] = value;
+  for (int64_t value : args.buckets) request.add_bucket_values(value);
   for (const auto& [dim, bound] : args.dim_bounds) (*request.mutable_dim_bounds())[dim] = bound;
   return remote.Tune(request, [&](const v1::TuneEvent& event) {
     if (!event.message().empty()) {

@@ -16,6 +16,7 @@ namespace {
 // Bounds a client may ask for; far beyond any useful search, they only keep the arithmetic
 // of the budget (int trials) safe.
 constexpr int64_t kMaxTrials = 1'000'000;
+constexpr int kMaxBuckets = 64;
 constexpr int64_t kMaxSeconds = 30 * 24 * 3600;
 
 absl::Status CheckRange(absl::string_view field, int64_t value, int64_t max) {
@@ -80,7 +81,7 @@ v1::TuneSummary ToProto(const driver::TuneSummary& summary, const ir::Target& ta
   proto.set_failed_trials(summary.failed_trials);
   for (const tune::TuneResult& r : summary.results) {
     v1::KernelTuneResult* result = proto.add_results();
-    result->set_kernel(r.kernel.kernel);
+    result->set_kernel(tune::DisplayName(r));
     result->set_default_gflops(Gflops(r.default_measurement, r.flops));
     result->set_best_gflops(Gflops(r.best_measurement, r.flops));
     result->set_trials(r.trials);
@@ -106,6 +107,17 @@ absl::Status TuneJob::Validate(const v1::TuneRequest& request) {
         CheckDims("dim_values", request.dim_values()),
         CheckDims("dim_bounds", request.dim_bounds())}) {
     if (!status.ok()) return status;
+  }
+  if (request.bucket_values_size() > kMaxBuckets) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tune: at most ", kMaxBuckets, " bucket_values, got ",
+                     request.bucket_values_size()));
+  }
+  for (int64_t value : request.bucket_values()) {
+    if (value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tune: bucket_values must be positive, got ", value));
+    }
   }
   absl::StatusOr<ir::Target> target = driver::ResolveTarget(TargetText(request));
   if (!target.ok()) {
@@ -145,6 +157,8 @@ absl::Status TuneJob::Run(const v1::TuneRequest& request) {
   for (const auto& [dim, value] : request.dim_values()) {
     tune_options.tune.symbol_values[dim] = value;
   }
+  tune_options.tune.bucket_values.assign(request.bucket_values().begin(),
+                                         request.bucket_values().end());
   auto events = [this](const driver::CompileEvent& event) {
     if (event.kind != driver::CompileEvent::Kind::kTuning) return;
     v1::TuneEvent proto;

@@ -114,8 +114,8 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   context.schedule_target = options.schedule_as;
   if (options.tuning_db) {
     const ir::Target schedule_target = options.schedule_as.value_or(target);
-    context.tuned_trace = [&options, schedule_target](const std::string& workload) {
-      return TunedTrace(*options.tuning_db, workload, schedule_target);
+    context.tuned_traces = [&options, schedule_target](const std::string& workload) {
+      return TunedTraces(*options.tuning_db, workload, schedule_target);
     };
   }
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), after_pass, "", context));

@@ -1,5 +1,8 @@
 #include "compiler/driver/pipeline.h"
 
+#include <set>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/ir/verifier.h"
@@ -18,25 +21,53 @@ absl::StatusOr<ir::IRModule> ModuleOnly(ir::IRModule module, ir::PassContext&) {
   return pass(std::move(module));
 }
 
-// Each tunable kernel takes its tuning record's trace where the database has one.
+// A trace from the database that replays into one of the kernel's spaces, or nullopt.
+static std::optional<schedule::Trace> Replayable(const schedule::TunableKernel& kernel,
+                                                 const std::string& json) {
+  absl::StatusOr<schedule::Trace> trace = schedule::ParseTrace(json);
+  if (!trace.ok()) return std::nullopt;
+  for (const schedule::SearchSpace& space : kernel.spaces) {
+    if (space.Contains(*trace)) return *trace;
+  }
+  return std::nullopt;  // a record of another space: the key's space version should differ
+}
+
+// Each tunable kernel takes its tuning records' traces where the database has them: one for
+// all values of its symbols, and specializations per bucket.
 static absl::StatusOr<ir::IRModule> ScheduleForTarget(ir::IRModule module,
                                                       ir::PassContext& context) {
+  std::map<std::string, std::map<std::string, std::string>> records;  // kernel -> bucket -> json
+  std::set<std::string> tuned;                                        // kernels built from a record
+  auto lookup = [&](const schedule::TunableKernel& kernel) -> const auto& {
+    auto [it, inserted] = records.try_emplace(kernel.kernel);
+    if (inserted && context.tuned_traces) it->second = context.tuned_traces(kernel.workload);
+    return it->second;
+  };
   auto choose = [&](const schedule::TunableKernel& kernel) -> std::optional<schedule::Trace> {
     ++context.tunable_kernels;
-    if (!context.tuned_trace) return std::nullopt;
-    std::optional<std::string> json = context.tuned_trace(kernel.workload);
-    if (!json) return std::nullopt;
-    absl::StatusOr<schedule::Trace> trace = schedule::ParseTrace(*json);
-    if (!trace.ok()) return std::nullopt;
-    for (const schedule::SearchSpace& space : kernel.spaces) {
-      if (!space.Contains(*trace)) continue;
-      ++context.tuned_kernels;
-      return *trace;
-    }
-    return std::nullopt;  // a record of another space: the key's space version should differ
+    const auto& traces = lookup(kernel);
+    auto all = traces.find("");
+    if (all == traces.end()) return std::nullopt;
+    std::optional<schedule::Trace> trace = Replayable(kernel, all->second);
+    if (trace) tuned.insert(kernel.kernel);
+    return trace;
   };
-  return schedule::Schedule(std::move(module), context.schedule_target.value_or(context.target),
-                            choose);
+  auto buckets = [&](const schedule::TunableKernel& kernel) {
+    std::vector<schedule::Bucket> out;
+    for (const auto& [bucket, json] : lookup(kernel)) {
+      int64_t up_to = 0;
+      if (bucket.empty() || !absl::SimpleAtoi(bucket, &up_to)) continue;
+      if (std::optional<schedule::Trace> trace = Replayable(kernel, json)) {
+        out.push_back({up_to, *std::move(trace)});
+        tuned.insert(kernel.kernel);
+      }
+    }
+    return out;
+  };
+  absl::StatusOr<ir::IRModule> scheduled = schedule::Schedule(
+      std::move(module), context.schedule_target.value_or(context.target), choose, buckets);
+  context.tuned_kernels = static_cast<int>(tuned.size());
+  return scheduled;
 }
 
 const std::vector<Pass>& Pipeline() {

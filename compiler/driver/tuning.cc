@@ -12,17 +12,36 @@
 
 namespace kiln::driver {
 
-cache::TuningKey TuningKeyOf(const std::string& workload, const ir::Target& target) {
-  return {cache::Sha256Hex(workload), target.Canonical(), kTuningSpaceVersion, ""};
+cache::TuningKey TuningKeyOf(const std::string& workload, const ir::Target& target,
+                             const std::string& bucket) {
+  return {cache::Sha256Hex(workload), target.Canonical(), kTuningSpaceVersion, bucket};
 }
 
-std::optional<std::string> TunedTrace(cache::TuningDb& db, const std::string& workload,
-                                      const ir::Target& target) {
-  absl::StatusOr<std::optional<cache::TuningRecord>> best =
-      db.Best(TuningKeyOf(workload, target), CompilerVersion());
-  if (!best.ok() || !*best) return std::nullopt;  // a database error costs the tuned schedule only
-  return (*best)->trace_json;
+// A database error costs the tuned schedules only: the default ones are always right.
+std::map<std::string, std::string> TunedTraces(cache::TuningDb& db, const std::string& workload,
+                                               const ir::Target& target) {
+  std::map<std::string, std::string> traces;
+  absl::StatusOr<std::vector<std::string>> buckets =
+      db.Buckets(TuningKeyOf(workload, target), CompilerVersion());
+  if (!buckets.ok()) return traces;
+  for (const std::string& bucket : *buckets) {
+    absl::StatusOr<std::optional<cache::TuningRecord>> best =
+        db.Best(TuningKeyOf(workload, target, bucket), CompilerVersion());
+    if (best.ok() && *best) traces[bucket] = (*best)->trace_json;
+  }
+  return traces;
 }
+
+namespace {
+
+bool HasRecord(cache::TuningDb& db, const std::string& workload, const ir::Target& target,
+               const std::string& bucket) {
+  absl::StatusOr<std::optional<cache::TuningRecord>> best =
+      db.Best(TuningKeyOf(workload, target, bucket), CompilerVersion());
+  return best.ok() && best->has_value();
+}
+
+}  // namespace
 
 std::string HostDeviceName() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -42,19 +61,18 @@ namespace {
 
 void Progress(const EventSink& events, const tune::TuneProgress& p) {
   if (!events) return;
-  std::string message = absl::StrFormat("kernel %d/%d %s: trial %d/%d, best %.1f GFLOP/s",
-                                        p.kernel_index, p.kernels, p.kernel, p.trials_done,
-                                        p.trials_budget, p.best_gflops);
+  std::string message =
+      absl::StrFormat("kernel %d/%d %s: trial %d/%d, best %.1f GFLOP/s", p.kernel_index, p.kernels,
+                      p.kernel, p.trials_done, p.trials_budget, p.best_gflops);
   if (p.seconds_left >= 0) absl::StrAppendFormat(&message, ", about %.0f s left", p.seconds_left);
   CompileEvent event{CompileEvent::Kind::kTuning, "tune", std::move(message)};
   event.tuning = p;
   events(event);
 }
 
-absl::Status Record(cache::TuningDb& db, const tune::TuneResult& result,
-                    const ir::Target& target) {
+absl::Status Record(cache::TuningDb& db, const tune::TuneResult& result, const ir::Target& target) {
   cache::TuningRecord record;
-  record.key = TuningKeyOf(result.kernel.workload, target);
+  record.key = TuningKeyOf(result.kernel.workload, target, result.bucket);
   record.trace_json = result.best.ToJson();
   record.median_ns = static_cast<double>(result.best_measurement.median_ns);
   for (int64_t t : result.best_measurement.times_ns) record.times_ns.push_back(t);
@@ -82,9 +100,9 @@ absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Tar
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), nullptr, "fuse_ops", context));
 
   TuneSummary summary;
-  auto skip = [&](const schedule::TunableKernel& kernel) {
+  auto skip = [&](const schedule::TunableKernel& kernel, const std::string& bucket) {
     ++summary.kernels;
-    if (tune_options.retune || !TunedTrace(db, kernel.workload, target)) return false;
+    if (tune_options.retune || !HasRecord(db, kernel.workload, target, bucket)) return false;
     ++summary.already_tuned;
     return true;
   };
@@ -94,9 +112,9 @@ absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Tar
   };
   tune::TuneOptions tune = tune_options.tune;
   if (tune.measure.target == std::nullopt) tune.measure.target = target;
-  KILN_ASSIGN_OR_RETURN(summary.results,
-                        tune::TuneModule(module, target, tune, skip, on_result,
-                                         [&](const tune::TuneProgress& p) { Progress(events, p); }));
+  KILN_ASSIGN_OR_RETURN(
+      summary.results, tune::TuneModule(module, target, tune, skip, on_result,
+                                        [&](const tune::TuneProgress& p) { Progress(events, p); }));
   KILN_RETURN_IF_ERROR(write_status);
   for (const tune::TuneResult& r : summary.results) {
     summary.trials += r.trials;

@@ -5,6 +5,7 @@
 // same kernel.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,12 +22,16 @@ namespace kiln::driver {
 // meaning, so that no record is replayed into another space.
 inline constexpr int kTuningSpaceVersion = 1;
 
-// The database key of `kernel` scheduled for `target`.
-cache::TuningKey TuningKeyOf(const std::string& workload, const ir::Target& target);
+// The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
+// all values of its symbols).
+cache::TuningKey TuningKeyOf(const std::string& workload, const ir::Target& target,
+                             const std::string& bucket = "");
 
-// What the tuning database knows of `workload` on `target` (for PassContext::tuned_trace).
-std::optional<std::string> TunedTrace(cache::TuningDb& db, const std::string& workload,
-                                      const ir::Target& target);
+// The best trace (JSON) the tuning database holds for `workload` on `target`, per bucket
+// ("" for all values; else the bucket symbol's value it was tuned at), for
+// PassContext::tuned_traces.
+std::map<std::string, std::string> TunedTraces(cache::TuningDb& db, const std::string& workload,
+                                               const ir::Target& target);
 
 struct TuneModelOptions {
   tune::TuneOptions tune;
@@ -35,8 +40,8 @@ struct TuneModelOptions {
 };
 
 struct TuneSummary {
-  int kernels = 0;          // distinct tunable kernels of the model
-  int already_tuned = 0;    // skipped: the database had a record
+  int kernels = 0;        // searches asked for: distinct tunable kernels, per bucket
+  int already_tuned = 0;  // of those, skipped: the database had a record
   std::vector<tune::TuneResult> results;  // the kernels measured this time
   int trials = 0;
   int failed_trials = 0;

@@ -21,16 +21,18 @@ struct PassContext {
   std::optional<Target> schedule_target;
   // User upper bounds of symbolic dims ("seq" -> 4096), for memory planning.
   std::map<std::string, int64_t> dim_bounds;
-  // The tuned schedule (a trace, as JSON) the tuning database holds for a kernel of this
-  // workload text (schedule::TunableKernel::workload), if any. Unset: default schedules.
-  std::function<std::optional<std::string>(const std::string& workload)> tuned_trace;
+  // The tuned schedules (traces, as JSON) the tuning database holds for a kernel of this
+  // workload text (schedule::TunableKernel::workload), by bucket: "" for all values of its
+  // symbols, else the value of its bucket symbol up to which one is used. Unset: default
+  // schedules.
+  std::function<std::map<std::string, std::string>(const std::string& workload)> tuned_traces;
 
   // Memory planning's result, in terms of the inputs' symbolic dims: the workspace the
   // artifact allocates per run (storage shared across non-overlapping lifetimes) and what it
   // would need if every intermediate had its own storage. Null until host lowering ran.
   arith::PrimExpr workspace_bytes;
   arith::PrimExpr no_reuse_bytes;
-  // The schedule pass's: kernels with knobs, and those built from a tuning record.
+  // The schedule pass's: kernels with knobs, and those built from tuning records.
   int tunable_kernels = 0;
   int tuned_kernels = 0;
 };

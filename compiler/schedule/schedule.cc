@@ -1,7 +1,9 @@
 #include "compiler/schedule/schedule.h"
 
+#include <algorithm>
 #include <map>
 
+#include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/conv_rule.h"
 #include "compiler/schedule/rules.h"
 
@@ -101,6 +103,15 @@ std::string Workload(const ir::PrimFunc& func, const ConstantOf& constant_of) {
   return text + "\n";
 }
 
+// `func` as the tuner sees it, when a rule with knobs can build it.
+std::optional<TunableKernel> Tunable(const ir::PrimFunc& func, const ir::Target& target,
+                                     const ConstantOf& constant_of) {
+  std::vector<SearchSpace> spaces = SpacesFor(func.body, target);
+  if (spaces.empty()) return std::nullopt;
+  return TunableKernel{func.name, Workload(func, constant_of), std::move(spaces),
+                       func.scalars.empty() ? "" : func.scalars.front()->name};
+}
+
 // The trace `choose` picks for `kernel` when it lies in one of its spaces, else the default.
 Trace ChosenTrace(const TunableKernel& kernel, const ChooseTrace& choose) {
   std::optional<Trace> chosen = choose ? choose(kernel) : std::nullopt;
@@ -128,10 +139,51 @@ ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
   return *rule;
 }
 
+// Whether two rules packed the same weights the same way (or neither packed any).
+bool SamePacking(const std::optional<PackedWeights>& a, const std::optional<PackedWeights>& b) {
+  if (!a || !b) return !a && !b;
+  return a->weights == b->weights && a->data.shape == b->data.shape &&
+         a->data.bytes == b->data.bytes;
+}
+
+// `fallback` behind the buckets' specializations: if (symbol <= up_to) { bucket } else ...
+// A bucket whose rule packs the weights otherwise than the fallback cannot share its
+// parameter and is left out.
+ScheduledKernel WithBuckets(const ir::PrimFunc& func, const ir::Target& target,
+                            const ConstantOf& constant_of, const TunableKernel& kernel,
+                            ScheduledKernel fallback, std::vector<Bucket> buckets) {
+  const arith::PrimExpr* symbol = nullptr;
+  for (const arith::PrimExpr& s : func.scalars) {
+    if (s->name == kernel.bucket_symbol) symbol = &s;
+  }
+  if (!symbol) return fallback;
+  std::sort(buckets.begin(), buckets.end(),
+            [](const Bucket& a, const Bucket& b) { return a.up_to > b.up_to; });
+  for (const Bucket& bucket : buckets) {
+    if (std::none_of(kernel.spaces.begin(), kernel.spaces.end(),
+                     [&](const SearchSpace& space) { return space.Contains(bucket.trace); })) {
+      continue;
+    }
+    ScheduledKernel special = Build(func, target, constant_of, bucket.trace);
+    if (!SamePacking(special.packed, fallback.packed)) continue;
+    ir::Stmt body = special.body;
+    if (special.packed) {
+      const arith::Buffer from = special.packed->packed, to = fallback.packed->packed;
+      body = ir::SubstituteStmt(
+          body, [](const arith::PrimExpr&) -> arith::PrimExpr { return nullptr; },
+          [&](const arith::Buffer& b) { return b == from ? to : b; });
+    }
+    fallback.body =
+        ir::IfThenElse(arith::Binary(arith::ExprKind::kLE, *symbol, arith::IntImm(bucket.up_to)),
+                       body, fallback.body);
+  }
+  return fallback;
+}
+
 }  // namespace
 
 absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target,
-                                      const ChooseTrace& choose) {
+                                      const ChooseTrace& choose, const ChooseBuckets& buckets) {
   std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
@@ -140,11 +192,12 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
       continue;
     }
     ConstantOf constant_of = ConstantsAt(func, sites);
-    Trace trace;
-    if (std::vector<SearchSpace> spaces = SpacesFor(func.body, target); !spaces.empty()) {
-      trace = ChosenTrace({name, Workload(func, constant_of), std::move(spaces)}, choose);
-    }
+    std::optional<TunableKernel> tunable = Tunable(func, target, constant_of);
+    Trace trace = tunable ? ChosenTrace(*tunable, choose) : Trace{};
     ScheduledKernel rule = Build(func, target, constant_of, trace);
+    if (tunable && buckets) {
+      rule = WithBuckets(func, target, constant_of, *tunable, std::move(rule), buckets(*tunable));
+    }
     if (rule.packed) UsePackedWeights(func, sites.at(name), *std::move(rule.packed));
     func.body = rule.body;
   }
@@ -158,9 +211,9 @@ std::vector<TunableKernel> TunableKernels(const ir::IRModule& module, const ir::
   std::vector<TunableKernel> kernels;
   for (const auto& [name, func] : copy.prim_funcs) {
     if (func.is_host || !func.body) continue;
-    std::vector<SearchSpace> spaces = SpacesFor(func.body, target);
-    if (spaces.empty()) continue;
-    kernels.push_back({name, Workload(func, ConstantsAt(func, sites)), std::move(spaces)});
+    if (auto tunable = Tunable(func, target, ConstantsAt(func, sites))) {
+      kernels.push_back(*std::move(tunable));
+    }
   }
   return kernels;
 }

@@ -32,14 +32,28 @@ struct TunableKernel {
   std::string workload;
   // The rules that can build it, the default rule's first; never empty.
   std::vector<SearchSpace> spaces;
+  // The symbolic extent its schedules may be specialized on (its first scalar; "" when it
+  // has none): tuned at representative values, it runs the schedule of the smallest bucket
+  // that holds the value at run time.
+  std::string bucket_symbol;
 };
 
 // The trace to build a kernel with; nullopt (or a trace outside the kernel's spaces) for the
 // default rule's choices.
 using ChooseTrace = std::function<std::optional<Trace>(const TunableKernel&)>;
 
+// Specializations of a kernel on its bucket symbol: `trace` where the symbol is at most
+// `up_to`. A kernel with buckets dispatches on the symbol at run time, smallest bucket
+// first, and values above every bucket run the schedule ChooseTrace gave (or the default).
+struct Bucket {
+  int64_t up_to = 0;
+  Trace trace;
+};
+using ChooseBuckets = std::function<std::vector<Bucket>(const TunableKernel&)>;
+
 absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& target,
-                                      const ChooseTrace& choose = nullptr);
+                                      const ChooseTrace& choose = nullptr,
+                                      const ChooseBuckets& buckets = nullptr);
 
 // The kernels of `module` whose schedules have knobs on `target`, in name order.
 std::vector<TunableKernel> TunableKernels(const ir::IRModule& module, const ir::Target& target);

@@ -14,12 +14,12 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/jit.h"
@@ -163,9 +163,9 @@ absl::StatusOr<const ir::PrimFunc*> FindKernel(const ir::IRModule& module,
   return &it->second;
 }
 
-// Parameter index -> the constant the kernel's call site passes (weights, maybe packed at
-// compile time by the schedule): the kernel is measured with them, as it will run.
 using ConstantArgs = std::map<size_t, const ir::NDArray*>;
+
+}  // namespace
 
 ConstantArgs ConstantArguments(const ir::IRModule& module, const std::string& kernel) {
   ConstantArgs constants;
@@ -189,12 +189,13 @@ ConstantArgs ConstantArguments(const ir::IRModule& module, const std::string& ke
   return constants;
 }
 
+namespace {
+
 // The buffers of `func` with their shapes at `values`, filled from `seed` or, for a
 // parameter in `constants`, with that constant.
-absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(const ir::PrimFunc& func,
-                                                        const std::map<std::string, int64_t>& values,
-                                                        uint64_t seed,
-                                                        const ConstantArgs& constants) {
+absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(
+    const ir::PrimFunc& func, const std::map<std::string, int64_t>& values, uint64_t seed,
+    const ConstantArgs& constants) {
   auto lookup = [&](const arith::ExprNode& var) -> std::optional<int64_t> {
     auto it = values.find(var.name);
     if (it == values.end()) return std::nullopt;
@@ -324,8 +325,7 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                         FindKernel(candidate, kernel, "candidate"));
   const ConstantArgs reference_constants = ConstantArguments(reference, kernel);
   const ConstantArgs candidate_constants = ConstantArguments(candidate, kernel);
-  KILN_RETURN_IF_ERROR(
-      CheckSameSignature(*candidate_func, *reference_func, candidate_constants));
+  KILN_RETURN_IF_ERROR(CheckSameSignature(*candidate_func, *reference_func, candidate_constants));
   std::vector<int64_t> scalars;
   for (const arith::PrimExpr& s : reference_func->scalars) {
     auto it = scalar_values.find(s->name);
@@ -334,12 +334,12 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
     }
     scalars.push_back(it->second);
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<HostBuffer> expected,
-                        AllocateBuffers(*reference_func, scalar_values, options.seed,
-                                        reference_constants));
-  KILN_ASSIGN_OR_RETURN(std::vector<HostBuffer> actual,
-                        AllocateBuffers(*candidate_func, scalar_values, options.seed,
-                                        candidate_constants));
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<HostBuffer> expected,
+      AllocateBuffers(*reference_func, scalar_values, options.seed, reference_constants));
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<HostBuffer> actual,
+      AllocateBuffers(*candidate_func, scalar_values, options.seed, candidate_constants));
   for (size_t i = 0; i < expected.size(); ++i) {
     if (actual[i].elements != expected[i].elements && !candidate_constants.count(i)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -619,8 +619,7 @@ absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
   }
   ReferenceResult result;
   for (const HostBuffer& b : buffers) {
-    result.buffers.emplace_back(static_cast<const char*>(b.data()),
-                                b.elements * b.dtype.bytes());
+    result.buffers.emplace_back(static_cast<const char*>(b.data()), b.elements * b.dtype.bytes());
   }
   return result;
 }
@@ -629,13 +628,10 @@ absl::StatusOr<ReferenceResult> RunReferenceIsolated(
     const ir::IRModule& reference, const std::string& kernel,
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options) {
   ChildOutcome outcome = RunInChild(
-      [&] {
-        return SerializeReference(RunReference(reference, kernel, scalar_values, options));
-      },
+      [&] { return SerializeReference(RunReference(reference, kernel, scalar_values, options)); },
       options.timeout);
   if (!outcome.failure.empty()) {
-    return absl::FailedPreconditionError("the reference kernel " + kernel + " " +
-                                         outcome.failure);
+    return absl::FailedPreconditionError("the reference kernel " + kernel + " " + outcome.failure);
   }
   return DeserializeReference(outcome.answer);
 }

@@ -37,6 +37,12 @@ struct Measurement {
   int64_t min_ns = 0;
 };
 
+// Parameter index -> the constant a call of `kernel` in the module's functions passes (weights,
+// maybe packed at compile time by the schedule): the kernel is measured with them, as it
+// will run.
+std::map<size_t, const ir::NDArray*> ConstantArguments(const ir::IRModule& module,
+                                                       const std::string& kernel);
+
 // Allocates the buffers of kernel `kernel` with its scalars at `scalar_values` (every scalar
 // the kernel takes needs a value), fills them with random values (floats in [-1, 1], ints in
 // [-4, 4]) or, for a parameter a call of the kernel in the module's functions passes a

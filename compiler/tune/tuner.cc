@@ -68,8 +68,9 @@ class KernelSearch {
  public:
   KernelSearch(const ir::IRModule& module, const TunableKernel& kernel, const ir::Target& target,
                const std::map<std::string, int64_t>& scalars, const TuneOptions& options,
-               std::mt19937_64& random)
-      : module_(KernelModule(module, kernel.kernel)),
+               std::mt19937_64& random, bool bucket)
+      : bucket_(bucket),
+        module_(KernelModule(module, kernel.kernel)),
         kernel_(kernel),
         target_(target),
         scalars_(scalars),
@@ -97,9 +98,9 @@ class KernelSearch {
     }
     reference_result_ = *std::move(reference);
     candidate_options_ = options_.measure;
-    candidate_options_.timeout = std::max(
-        candidate_options_.timeout,
-        4 * std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+    candidate_options_.timeout =
+        std::max(candidate_options_.timeout,
+                 4 * std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
     std::vector<Trace> first;
     for (const SearchSpace& space : kernel_.spaces) first.push_back(space.Default());
     while (result.trials < budget && keep_going()) {
@@ -111,8 +112,8 @@ class KernelSearch {
         next = Propose();
       }
       if (!next) break;  // the space is exhausted
-      KILN_RETURN_IF_ERROR(Try(*next, result));
-      on_trial(result);
+      KILN_ASSIGN_OR_RETURN(bool measured, Try(*next, result));
+      if (measured) on_trial(result);
     }
     return result;
   }
@@ -132,25 +133,45 @@ class KernelSearch {
                               });
   }
 
-  absl::Status Try(const Trace& trace, TuneResult& result) {
+  // A bucket's schedule shares the kernel's parameters with the fallback (the default), so
+  // it must pack the weights the same way (schedule.cc WithBuckets leaves it out otherwise).
+  bool PacksLikeTheReference(const ir::IRModule& candidate) const {
+    auto ours = ConstantArguments(candidate, kernel_.kernel);
+    auto theirs = ConstantArguments(reference_, kernel_.kernel);
+    if (ours.size() != theirs.size()) return false;
+    for (const auto& [index, data] : ours) {
+      auto it = theirs.find(index);
+      if (it == theirs.end() || it->second->shape != data->shape ||
+          it->second->bytes != data->bytes) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Measures `trace` into `result`; false when it was not measured (unusable here).
+  absl::StatusOr<bool> Try(const Trace& trace, TuneResult& result) {
     KILN_ASSIGN_OR_RETURN(ir::IRModule candidate, Scheduled(&trace));
-    KILN_ASSIGN_OR_RETURN(
-        Measurement m,
-        MeasureKernelIsolated(candidate, reference_, kernel_.kernel, scalars_, candidate_options_,
-                              &reference_result_));
+    if (bucket_ && !PacksLikeTheReference(candidate)) {
+      tried_.insert(trace.ToJson());  // no trial spent
+      return false;
+    }
+    KILN_ASSIGN_OR_RETURN(Measurement m,
+                          MeasureKernelIsolated(candidate, reference_, kernel_.kernel, scalars_,
+                                                candidate_options_, &reference_result_));
     ++result.trials;
     tried_.insert(trace.ToJson());
     if (trace == kernel_.spaces.front().Default()) result.default_measurement = m;
     if (!m.ok) {
       if (result.failed++ == 0) result.first_failure = trace.ToJson() + ": " + m.failure;
-      return absl::OkStatus();
+      return true;
     }
     trials_.push_back({trace, static_cast<double>(m.median_ns)});
     if (!result.best_measurement.ok || m.median_ns < result.best_measurement.median_ns) {
       result.best = trace;
       result.best_measurement = m;
     }
-    return absl::OkStatus();
+    return true;
   }
 
   const SearchSpace& SpaceOf(const Trace& trace) const {
@@ -166,8 +187,8 @@ class KernelSearch {
 
   Trace RandomTrace() {
     const SearchSpace& space =
-        kernel_.spaces[std::uniform_int_distribution<size_t>(0, kernel_.spaces.size() - 1)(
-            random_)];
+        kernel_
+            .spaces[std::uniform_int_distribution<size_t>(0, kernel_.spaces.size() - 1)(random_)];
     Trace trace{space.rule, {}};
     for (const schedule::Knob& knob : space.knobs) {
       trace.decisions.push_back({knob.name, Pick(knob.choices)});
@@ -203,9 +224,8 @@ class KernelSearch {
   // pool, so a wrong model cannot keep the search away from a region.
   std::optional<Trace> Propose() {
     std::vector<Trial> ranked = trials_;
-    std::sort(ranked.begin(), ranked.end(), [](const Trial& a, const Trial& b) {
-      return a.ns < b.ns;
-    });
+    std::sort(ranked.begin(), ranked.end(),
+              [](const Trial& a, const Trial& b) { return a.ns < b.ns; });
     ranked.resize(std::min<size_t>(ranked.size(), 4));
     std::vector<Trace> pool;
     std::set<std::string> seen = tried_;
@@ -240,6 +260,7 @@ class KernelSearch {
     });
   }
 
+  const bool bucket_;
   const ir::IRModule module_;
   const TunableKernel& kernel_;
   const ir::Target& target_;
@@ -263,7 +284,35 @@ std::map<std::string, int64_t> ScalarValues(const ir::PrimFunc& func, const Tune
   return values;
 }
 
+// One search: a kernel, for all values of its symbols or for one bucket.
+struct Task {
+  TunableKernel kernel;
+  std::string bucket;
+  std::map<std::string, int64_t> scalars;  // the values it is measured at
+};
+
+std::vector<Task> TasksOf(const TunableKernel& kernel, const ir::PrimFunc& func,
+                          const TuneOptions& options) {
+  const std::map<std::string, int64_t> scalars = ScalarValues(func, options);
+  if (kernel.bucket_symbol.empty() || options.bucket_values.empty()) {
+    return {{kernel, "", scalars}};
+  }
+  std::vector<Task> tasks;
+  for (int64_t value : options.bucket_values) {
+    Task task{kernel, absl::StrCat(value), scalars};
+    task.scalars[kernel.bucket_symbol] = value;
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
 }  // namespace
+
+std::string DisplayName(const TuneResult& result) {
+  if (result.bucket.empty()) return result.kernel.kernel;
+  return absl::StrCat(result.kernel.kernel, " (", result.kernel.bucket_symbol, "=", result.bucket,
+                      ")");
+}
 
 double CountFlops(const ir::PrimFunc& func, const std::map<std::string, int64_t>& values) {
   return StmtFlops(func.body, values);
@@ -271,14 +320,16 @@ double CountFlops(const ir::PrimFunc& func, const std::map<std::string, int64_t>
 
 absl::StatusOr<std::vector<TuneResult>> TuneModule(
     const ir::IRModule& module, const ir::Target& target, const TuneOptions& options,
-    const std::function<bool(const TunableKernel&)>& skip,
+    const std::function<bool(const TunableKernel&, const std::string& bucket)>& skip,
     const std::function<void(const TuneResult&)>& on_result,
     const std::function<void(const TuneProgress&)>& progress) {
-  std::vector<TunableKernel> kernels;
+  std::vector<Task> kernels;
   std::set<std::string> workloads;
   for (TunableKernel& k : schedule::TunableKernels(module, target)) {
-    if ((skip && skip(k)) || !workloads.insert(k.workload).second) continue;
-    kernels.push_back(std::move(k));
+    if (!workloads.insert(k.workload).second) continue;
+    for (Task& task : TasksOf(k, module.prim_funcs.at(k.kernel), options)) {
+      if (!skip || !skip(task.kernel, task.bucket)) kernels.push_back(std::move(task));
+    }
   }
   const int budget = options.trials > 0
                          ? options.trials
@@ -296,8 +347,7 @@ absl::StatusOr<std::vector<TuneResult>> TuneModule(
     const int kernel_budget =
         std::min(options.trials_per_kernel, std::max(1, (budget - done) / kernels_left));
     if (done >= budget) break;
-    const ir::PrimFunc& func = module.prim_funcs.at(kernels[i].kernel);
-    const std::map<std::string, int64_t> scalars = ScalarValues(func, options);
+    const std::map<std::string, int64_t>& scalars = kernels[i].scalars;
     auto keep_going = [&] {
       if (options.cancelled && options.cancelled()) return false;
       std::optional<double> left = time_left();
@@ -307,16 +357,22 @@ absl::StatusOr<std::vector<TuneResult>> TuneModule(
     auto on_trial = [&](const TuneResult& r) {
       done = done_before + r.trials;
       if (!progress) return;
-      TuneProgress p{kernels[i].kernel, static_cast<int>(i + 1), static_cast<int>(kernels.size()),
-                     done, budget};
+      std::string name = kernels[i].kernel.kernel;
+      if (!kernels[i].bucket.empty()) {
+        absl::StrAppend(&name, " (", kernels[i].kernel.bucket_symbol, "=", kernels[i].bucket, ")");
+      }
+      TuneProgress p{name, static_cast<int>(i + 1), static_cast<int>(kernels.size()), done, budget};
       if (r.best_measurement.ok) p.best_gflops = r.flops / r.best_measurement.median_ns;
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       p.seconds_left = elapsed / done * (budget - done);
-      if (std::optional<double> left = time_left()) p.seconds_left = std::min(p.seconds_left, *left);
+      if (std::optional<double> left = time_left())
+        p.seconds_left = std::min(p.seconds_left, *left);
       progress(p);
     };
-    KernelSearch search(module, kernels[i], target, scalars, options, random);
+    KernelSearch search(module, kernels[i].kernel, target, scalars, options, random,
+                        !kernels[i].bucket.empty());
     KILN_ASSIGN_OR_RETURN(TuneResult result, search.Run(kernel_budget, keep_going, on_trial));
+    result.bucket = kernels[i].bucket;
     if (result.best_measurement.ok && on_result) on_result(result);
     results.push_back(std::move(result));
     if (!keep_going()) break;

@@ -21,13 +21,16 @@
 namespace kiln::tune {
 
 struct TuneOptions {
-  int trials_per_kernel = 32;  // measured candidates per kernel, its default included
-  int trials = 0;              // for the whole module; 0: trials_per_kernel each
+  int trials_per_kernel = 32;               // measured candidates per kernel, its default included
+  int trials = 0;                           // for the whole module; 0: trials_per_kernel each
   std::chrono::milliseconds time_limit{0};  // for the whole module; 0: none
   // Values of the kernels' symbolic extents (scalars) to measure at; a scalar missing here
   // is measured at default_symbol_value.
   std::map<std::string, int64_t> symbol_values;
   int64_t default_symbol_value = 64;
+  // Shape buckets: a kernel with a bucket symbol (TunableKernel::bucket_symbol) is tuned at
+  // each of these values, one record each, instead of once at its symbol's value above.
+  std::vector<int64_t> bucket_values;
   uint64_t seed = 1;
   MeasureOptions measure;
   // Checked between trials; true stops the search (the results so far are returned).
@@ -40,12 +43,15 @@ struct TuneProgress {
   int kernels = 0;
   int trials_done = 0;  // this module, all kernels
   int trials_budget = 0;
-  double best_gflops = 0;      // this kernel's best so far
-  double seconds_left = -1;    // estimated; < 0 when unknown
+  double best_gflops = 0;    // this kernel's best so far
+  double seconds_left = -1;  // estimated; < 0 when unknown
 };
 
 struct TuneResult {
   schedule::TunableKernel kernel;
+  // The value of kernel.bucket_symbol the schedule was tuned at ("64"), or "" for one tuned
+  // for all values.
+  std::string bucket;
   schedule::Trace best;
   Measurement best_measurement;     // of `best`
   Measurement default_measurement;  // of the default schedule
@@ -57,13 +63,17 @@ struct TuneResult {
   double flops = 0;  // floating-point operations of one run at the measured extents
 };
 
+// "kernel" or, for a bucket, "kernel (n=64)".
+std::string DisplayName(const TuneResult& result);
+
 // Tunes the kernels of `module` (the pipeline's module as it enters the schedule pass) for
-// `target`, which must be this machine's arch, in name order, skipping those `skip` says
-// are tuned already. `on_result` hears each kernel's result as soon as it is done, so that
-// a cancelled or failed search keeps what it found; `progress` hears every trial.
+// `target`, which must be this machine's arch, in name order, each once or per bucket,
+// skipping the (kernel, bucket) pairs `skip` says are tuned already. `on_result` hears each
+// kernel's result as soon as it is done, so that a cancelled or failed search keeps what it found;
+// `progress` hears every trial.
 absl::StatusOr<std::vector<TuneResult>> TuneModule(
     const ir::IRModule& module, const ir::Target& target, const TuneOptions& options,
-    const std::function<bool(const schedule::TunableKernel&)>& skip,
+    const std::function<bool(const schedule::TunableKernel&, const std::string& bucket)>& skip,
     const std::function<void(const TuneResult&)>& on_result,
     const std::function<void(const TuneProgress&)>& progress);
 

@@ -99,8 +99,8 @@ TEST(MeasureTest, AReferenceRunOnceChecksEveryCandidate) {
   std::memcpy(&a0, expected->buffers[0].data(), 4);
   std::memcpy(&b0, expected->buffers[1].data(), 4);
   EXPECT_EQ(b0, a0 * 2);
-  absl::StatusOr<Measurement> m = MeasureKernelIsolated(
-      Scale("    B[i] = A[i] + A[i]"), reference, "scale", {{"n", 100}}, {}, &*expected);
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(Scale("    B[i] = A[i] + A[i]"), reference,
+                                                        "scale", {{"n", 100}}, {}, &*expected);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE(m->ok) << m->failure;
   m = MeasureKernelIsolated(Scale("    B[i] = A[i] * 3.0"), reference, "scale", {{"n", 100}}, {},

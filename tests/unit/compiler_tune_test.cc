@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "cache/tuning_db.h"
@@ -25,15 +25,15 @@
 namespace kiln {
 namespace {
 
-using ::testing::HasSubstr;
 using schedule::Trace;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(TraceTest, JsonRoundTripsAndBadTextIsNamed) {
   Trace trace{"matmul", {{"tile_rows", 4}, {"block_depth", 128}}};
   // Canonical JSON (keys sorted, no spaces), as the tuning database stores it.
-  EXPECT_EQ(trace.ToJson(),
-            R"({"decisions":[{"knob":"tile_rows","value":4},)"
-            R"({"knob":"block_depth","value":128}],"rule":"matmul"})");
+  EXPECT_EQ(trace.ToJson(), R"({"decisions":[{"knob":"tile_rows","value":4},)"
+                            R"({"knob":"block_depth","value":128}],"rule":"matmul"})");
   absl::StatusOr<Trace> parsed = schedule::ParseTrace(trace.ToJson());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, trace);
@@ -42,11 +42,10 @@ TEST(TraceTest, JsonRoundTripsAndBadTextIsNamed) {
   EXPECT_THAT(schedule::ParseTrace("{").status().message(), HasSubstr("is not JSON"));
   EXPECT_THAT(schedule::ParseTrace(R"({"decisions":[]})").status().message(),
               HasSubstr("no \"rule\""));
-  EXPECT_THAT(
-      schedule::ParseTrace(R"({"rule":"matmul","decisions":[{"knob":"x","value":"big"}]})")
-          .status()
-          .message(),
-      HasSubstr("not {\"knob\": string, \"value\": integer}"));
+  EXPECT_THAT(schedule::ParseTrace(R"({"rule":"matmul","decisions":[{"knob":"x","value":"big"}]})")
+                  .status()
+                  .message(),
+              HasSubstr("not {\"knob\": string, \"value\": integer}"));
 }
 
 TEST(TraceTest, ASpaceContainsExactlyTracesOfItsChoices) {
@@ -64,8 +63,7 @@ TEST(TraceTest, ASpaceContainsExactlyTracesOfItsChoices) {
   trace = space.Default();
   trace.decisions.pop_back();
   EXPECT_FALSE(space.Contains(trace));
-  EXPECT_EQ(schedule::MatmulSpace(*ir::ParseTarget("x86_64-v4")).Default().Get("tile_rows", 0),
-            14);
+  EXPECT_EQ(schedule::MatmulSpace(*ir::ParseTarget("x86_64-v4")).Default().Get("tile_rows", 0), 14);
 }
 
 TEST(CostModelTest, RidgeRegressionRanksByTheLearnedFunction) {
@@ -124,7 +122,8 @@ std::vector<schedule::TunableKernel> Tunable(const std::string& onnx, const ir::
   absl::StatusOr<ir::IRModule> fused =
       driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", context);
   EXPECT_TRUE(fused.ok()) << fused.status();
-  return fused.ok() ? schedule::TunableKernels(*fused, target) : std::vector<schedule::TunableKernel>{};
+  return fused.ok() ? schedule::TunableKernels(*fused, target)
+                    : std::vector<schedule::TunableKernel>{};
 }
 
 TEST(WorkloadTest, EqualKernelsOfDifferentModelsShareAWorkload) {
@@ -164,7 +163,8 @@ class TuningDbTest : public ::testing::Test {
   // Compiles `onnx` (MatmulModel) with the database and runs it on n = 13 rows against the
   // interpreter; returns the compile's report of tuned kernels.
   std::string ExpectCompiledMatchesInterpreter(const std::string& onnx, bool weights_input,
-                                               const ir::Target& target, const std::string& what) {
+                                               const ir::Target& target, const std::string& what,
+                                               std::vector<int64_t> rows = {13}) {
     driver::CompileOptions options;
     options.tuning_db = db_.get();
     std::string report;
@@ -176,23 +176,26 @@ class TuningDbTest : public ::testing::Test {
     if (!artifact.ok()) return report;
     std::unique_ptr<runtime::Model> model = testing::LoadArtifact(*artifact);
     if (!model) return report;
-    std::vector<ir::NDArray> inputs = {testing::Iota({13, 70})};
-    for (int64_t i = 0; i < 13 * 70; ++i) inputs[0].data<float>()[i] = std::sin(i);
-    if (weights_input) inputs.push_back(testing::Iota({70, 45}));
-    absl::StatusOr<ir::IRModule> module = driver::ImportModel(onnx);
-    absl::StatusOr<std::vector<ir::NDArray>> want = interp::Run(*module, inputs);
-    EXPECT_TRUE(want.ok()) << want.status();
-    if (!want.ok()) return report;
-    std::vector<ir::NDArray> got = testing::RunModel(
-        *model, inputs, {ir::NDArray::Zeros(arith::DataType::Float(32), {13, 45})});
-    testing::ExpectClose(got[0], (*want)[0], what);
+    for (int64_t n : rows) {
+      std::vector<ir::NDArray> inputs = {testing::Iota({n, 70})};
+      for (int64_t i = 0; i < n * 70; ++i) inputs[0].data<float>()[i] = std::sin(i);
+      if (weights_input) inputs.push_back(testing::Iota({70, 45}));
+      absl::StatusOr<ir::IRModule> module = driver::ImportModel(onnx);
+      absl::StatusOr<std::vector<ir::NDArray>> want = interp::Run(*module, inputs);
+      EXPECT_TRUE(want.ok()) << want.status();
+      if (!want.ok()) return report;
+      std::vector<ir::NDArray> got = testing::RunModel(
+          *model, inputs, {ir::NDArray::Zeros(arith::DataType::Float(32), {n, 45})});
+      testing::ExpectClose(got[0], (*want)[0], absl::StrCat(what, ", n = ", n));
+    }
     return report;
   }
 
   void Put(const schedule::TunableKernel& kernel, const ir::Target& target, const Trace& trace,
-           const std::string& compiler_version = driver::CompilerVersion()) {
+           const std::string& compiler_version = driver::CompilerVersion(),
+           const std::string& bucket = "") {
     cache::TuningRecord record;
-    record.key = driver::TuningKeyOf(kernel.workload, target);
+    record.key = driver::TuningKeyOf(kernel.workload, target, bucket);
     record.trace_json = trace.ToJson();
     record.median_ns = 1;
     record.times_ns = {1};
@@ -321,9 +324,102 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
   EXPECT_TRUE(progress.empty());
 }
 
+// The kernel of `onnx` scheduled with the database's records, as text.
+std::string ScheduledFromRecords(const std::string& onnx, const ir::Target& target,
+                                 cache::TuningDb& db) {
+  absl::StatusOr<ir::IRModule> module = driver::ImportModel(onnx);
+  ir::PassContext context;
+  context.target = target;
+  context.tuned_traces = [&](const std::string& workload) {
+    return driver::TunedTraces(db, workload, target);
+  };
+  absl::StatusOr<ir::IRModule> scheduled =
+      driver::RunPipeline(*std::move(module), nullptr, "schedule", context);
+  EXPECT_TRUE(scheduled.ok()) << scheduled.status();
+  EXPECT_EQ(context.tuned_kernels, 1);
+  std::string text;
+  for (const auto& [name, func] : scheduled->prim_funcs) {
+    if (!func.is_host) text += ir::ToString(func);
+  }
+  return text;
+}
+
+// Records for buckets n <= 4 and n <= 16 and one for all n: the kernel dispatches on n, and
+// rows in each bucket and past them compute what the interpreter does.
+TEST_F(TuningDbTest, BucketRecordsBecomeSpecializationsDispatchedOnTheSymbol) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");
+  for (bool constant : {true, false}) {
+    const std::string onnx = MatmulModel(constant);
+    std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0].bucket_symbol, "n");
+    const schedule::SearchSpace& space = kernels[0].spaces.front();
+    Trace small = space.Default(), medium = space.Default(), rest = space.Default();
+    small.decisions[0].value = 2;  // tile_rows
+    medium.decisions[0].value = 4;
+    rest.decisions[2].value = 64;  // block_depth
+    Put(kernels[0], target, small, driver::CompilerVersion(), "4");
+    Put(kernels[0], target, medium, driver::CompilerVersion(), "16");
+    Put(kernels[0], target, rest);
+    const std::string text = ScheduledFromRecords(onnx, target, *db_);
+    EXPECT_THAT(text, HasSubstr("if n <= 4 {"));
+    EXPECT_THAT(text, HasSubstr("if n <= 16 {"));
+    EXPECT_LT(text.find("if n <= 4 {"), text.find("if n <= 16 {"));
+    EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, !constant, target, "buckets",
+                                               {1, 3, 4, 5, 16, 17, 40}),
+              "1 of 1 tunable kernels from tuning records");
+    ASSERT_TRUE(db_->Retire("none").ok());
+  }
+}
+
+// A bucket whose schedule packs the weights another way than the fallback cannot share the
+// kernel's packed parameter: it is left out, and the kernel stays correct.
+TEST_F(TuningDbTest, ABucketPackingWeightsOtherwiseIsLeftOut) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");
+  const std::string onnx = MatmulModel(true);
+  std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
+  ASSERT_EQ(kernels.size(), 1u);
+  Trace narrow = kernels[0].spaces.front().Default();
+  narrow.decisions[1].value = 1;  // tile_vectors: panels of 8 columns instead of 16
+  Put(kernels[0], target, narrow, driver::CompilerVersion(), "8");
+  EXPECT_THAT(ScheduledFromRecords(onnx, target, *db_), Not(HasSubstr("if n <= 8 {")));
+  EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, false, target, "left out", {5, 20}),
+            "1 of 1 tunable kernels from tuning records");
+}
+
+// TuneModel with buckets: a record per bucket value, used up to it; the next TuneModel
+// measures nothing.
+TEST_F(TuningDbTest, TuneModelTunesEachBucket) {
+  absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  const std::string onnx = MatmulModel(false);
+  driver::TuneModelOptions options;
+  options.tune.trials_per_kernel = 3;
+  options.tune.bucket_values = {8, 32};
+  options.tune.measure.warmup = 1;
+  options.tune.measure.repeats = 3;
+  absl::StatusOr<driver::TuneSummary> summary =
+      driver::TuneModel(onnx, *host, {}, options, *db_, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->results.size(), 2u);
+  EXPECT_EQ(summary->results[0].bucket, "8");
+  EXPECT_EQ(summary->results[1].bucket, "32");
+  // The flops follow the bucket's value of n.
+  EXPECT_DOUBLE_EQ(summary->results[0].flops * 4, summary->results[1].flops);
+  const std::string workload = summary->results[0].kernel.workload;
+  std::map<std::string, std::string> traces = driver::TunedTraces(*db_, workload, *host);
+  EXPECT_EQ(traces.size(), 2u);
+  EXPECT_TRUE(traces.count("8") && traces.count("32"));
+  summary = driver::TuneModel(onnx, *host, {}, options, *db_, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->kernels, 2);
+  EXPECT_EQ(summary->already_tuned, 2);
+  EXPECT_EQ(summary->trials, 0);
+}
+
 TEST_F(TuningDbTest, TuningATargetThisMachineCannotRunIsAnError) {
-  absl::StatusOr<driver::TuneSummary> summary = driver::TuneModel(
-      MatmulModel(true), *ir::ParseTarget("aarch64"), {}, {}, *db_, nullptr);
+  absl::StatusOr<driver::TuneSummary> summary =
+      driver::TuneModel(MatmulModel(true), *ir::ParseTarget("aarch64"), {}, {}, *db_, nullptr);
   ASSERT_FALSE(summary.ok());
   EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(summary.status().message(), HasSubstr("cannot be tuned here"));
