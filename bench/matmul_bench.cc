@@ -5,20 +5,27 @@
 // candidates alternate, and each reports the median of its runs; results are checked against
 // each other.
 //
-//   matmul_bench [TARGET...]
+//   matmul_bench [--tune TRIALS] [TARGET...]
 //   matmul_bench --write-model PATH   (the N = K = 1024 model, to inspect with `kiln`)
+//
+// --tune: the matmul is first tuned (driver::TuneModel, TRIALS per bucket) at M = 1, 16, 128
+// and 1024 into a fresh tuning database, and compiled from it: one kernel that dispatches on
+// M to the schedule tuned for its bucket.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cache/tuning_db.h"
 #include "compiler/driver/driver.h"
+#include "compiler/driver/tuning.h"
 #include "kiln/runtime.hpp"
 #include "tests/support/onnx_builder.h"
 
@@ -42,15 +49,43 @@ std::string MatmulModel(int64_t k, int64_t n) {
   return b.Serialize();
 }
 
-// Compiles the model for `target` into a temporary file and loads it.
+constexpr int64_t kRows[] = {1, 16, 128, 1024};
+
+// Tunes the model's matmul per bucket of M into `db`; false on failure.
+bool Tune(const std::string& onnx, const kiln::ir::Target& target, int trials,
+          kiln::cache::TuningDb& db) {
+  kiln::driver::TuneModelOptions options;
+  options.tune.trials_per_kernel = trials;
+  options.tune.bucket_values.assign(std::begin(kRows), std::end(kRows));
+  auto start = std::chrono::steady_clock::now();
+  auto summary = kiln::driver::TuneModel(onnx, target, {}, options, db, nullptr);
+  if (!summary.ok()) {
+    std::fprintf(stderr, "tune: %s\n", std::string(summary.status().message()).c_str());
+    return false;
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "tuned %s: %d buckets, %d trials (%d failed) in %.0f s\n",
+               target.preset.c_str(), static_cast<int>(summary->results.size()), summary->trials,
+               summary->failed_trials, seconds);
+  return true;
+}
+
+// Compiles the model for `target` (from the tuning records of `db`, if given) into a
+// temporary file and loads it.
 std::unique_ptr<kiln::runtime::Model> CompileAndLoad(const std::string& onnx,
-                                                     const std::string& target) {
+                                                     const std::string& target, int tune_trials,
+                                                     kiln::cache::TuningDb* db) {
   auto t = kiln::driver::ResolveTarget(target);
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
     return nullptr;
   }
-  auto artifact = kiln::driver::CompileModel(onnx, *t, {}, nullptr);
+  kiln::driver::CompileOptions options;
+  if (tune_trials > 0) {
+    if (!Tune(onnx, *t, tune_trials, *db)) return nullptr;
+    options.tuning_db = db;
+  }
+  auto artifact = kiln::driver::CompileModel(onnx, *t, options, nullptr);
   if (!artifact.ok()) {
     std::fprintf(stderr, "compile: %s\n", std::string(artifact.status().message()).c_str());
     return nullptr;
@@ -143,15 +178,28 @@ int main(int argc, char** argv) {
     std::ofstream(targets[1], std::ios::binary) << MatmulModel(1024, 1024);
     return 0;
   }
+  int tune_trials = 0;
+  std::unique_ptr<kiln::cache::TuningDb> db;
+  if (targets.size() >= 2 && targets[0] == "--tune") {
+    tune_trials = std::atoi(targets[1].c_str());
+    targets.erase(targets.begin(), targets.begin() + 2);
+    char dir[] = "/tmp/kiln-matmul-tuning-XXXXXX";
+    auto opened = kiln::cache::TuningDb::Open(std::string(mkdtemp(dir)) + "/kiln.db");
+    if (!opened.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    db = *std::move(opened);
+  }
   if (targets.empty()) targets = {"host", "x86_64-v3"};
   openblas_set_num_threads(1);
   std::printf("%-10s %5s %5s %5s %12s %12s %7s %10s\n", "target", "M", "N", "K", "kiln GF/s",
               "blas GF/s", "ratio", "max err");
   for (const std::string& target : targets) {
     for (int64_t nk : {1024, 4096}) {
-      auto model = CompileAndLoad(MatmulModel(nk, nk), target);
+      auto model = CompileAndLoad(MatmulModel(nk, nk), target, tune_trials, db.get());
       if (!model) return 1;
-      for (int64_t m : {1, 16, 128, 1024}) {
+      for (int64_t m : kRows) {
         Row r = Measure(*model, target, m, nk, nk);
         std::printf("%-10s %5ld %5ld %5ld %12.1f %12.1f %6.0f%% %10.1e\n", r.target.c_str(), r.m,
                     r.n, r.k, r.kiln_gflops, r.blas_gflops, 100 * r.kiln_gflops / r.blas_gflops,

@@ -3,12 +3,16 @@
 
     bench/run_models.py [--models NAME ...] [--threads 1 2] [--runs 20] [--per-round 5]
                         [--work DIR] [--kiln build/client/kiln] [--target x86_64]
+                        [--tune TRIALS_PER_KERNEL [--tuning-cache DIR]]
 
 For each model: generate it (tests/models/generate_models.py --size bench), compile it with
 `kiln compile`, write one set of random inputs as .npy, run both once and compare outputs,
 then for each thread count alternate `kiln bench` and bench/ort_runner.mjs in rounds (the side
 that goes first swaps every round) until each has --runs timed runs after warm-up. Prints a
 table: medians, the ratio Kiln/ORT and each side's peak RSS. Needs bench/install_ort.sh first.
+With --tune, each model is first tuned (`kiln tune`, its symbolic dims at the values it runs
+with) into the tuning database of --tuning-cache and compiled from its records; a second table
+gives the tuning time and trials.
 Timings on a shared machine are noisy: compare within one run, never across runs.
 """
 import argparse
@@ -124,12 +128,28 @@ class Model:
             log(f"[{self.name}] generating")
             run([sys.executable, generator, "--out",
                  os.path.dirname(self.onnx), "--size", "bench", "--only", self.name])
+        self.tuning = None
+        cache_flags = []
+        if self.args.tune:
+            cache_flags = ["--cache", self.args.tuning_cache]
+            self.tuning = self.tune(cache_flags)
         log(f"[{self.name}] compiling for {self.args.target}")
         start = time.time()
         run([self.args.kiln, "compile", self.onnx, "--target", self.args.target, "--out",
-             os.path.join(self.dir, "artifact")])
+             os.path.join(self.dir, "artifact"), *cache_flags])
         self.compile_s = time.time() - start
         self.inputs = write_inputs(self.onnx, self.dims, os.path.join(self.dir, "inputs"))
+
+    def tune(self, cache_flags):
+        """`kiln tune` of the model; (seconds, its summary line)."""
+        log(f"[{self.name}] tuning for {self.args.target}, {self.args.tune} trials per kernel")
+        dims = [f for name, value in self.dims.items() for f in ("--dim", f"{name}={value}")]
+        start = time.time()
+        out = run([self.args.kiln, "tune", self.onnx, "--target", self.args.target,
+                   "--trials-per-kernel", str(self.args.tune), *dims, *cache_flags])
+        summary = out.strip().splitlines()[-1]
+        log(f"[{self.name}] {summary}")
+        return time.time() - start, summary
 
     def input_flags(self):
         return [f for name, path, _ in self.inputs for f in ("--input", f"{name}={path}")]
@@ -196,10 +216,14 @@ def main():
     parser.add_argument("--work", default="/tmp/kiln-bench")
     parser.add_argument("--kiln", default=os.path.join(ROOT, "build/client/kiln"))
     parser.add_argument("--target", default="x86_64")
+    parser.add_argument("--tune", type=int, default=0, metavar="TRIALS_PER_KERNEL",
+                        help="tune each model first (0: default schedules)")
+    parser.add_argument("--tuning-cache", default="/tmp/kiln-bench/tuning",
+                        help="folder of the tuning database (kiln.db)")
     args = parser.parse_args()
     if not os.path.exists(os.path.join(BENCH_DIR, "node_modules/onnxruntime-node")):
         sys.exit("run bench/install_ort.sh first")
-    rows, notes = [], []
+    rows, notes, tuning_rows = [], [], []
     for name in args.models:
         model = Model(name, args)
         try:
@@ -212,6 +236,8 @@ def main():
             notes.append(f"{name}: {reason}")
             rows.append((name, "-", "-", "failed", "-", "-", "-", "-", "-", "-"))
             continue
+        if model.tuning:
+            tuning_rows.append((name, f"{model.tuning[0]:.0f}", model.tuning[1]))
         log(f"[{name}] compiled in {model.compile_s:.1f} s; outputs differ by at most "
             f"{abs_diff:.2e} abs, {rel_diff:.2e} rel{'' if agree else ': MISMATCH, not timed'}")
         if not agree:
@@ -230,6 +256,11 @@ def main():
     print(f"{cpu}, {time.strftime('%Y-%m-%d')}, target {args.target}, "
           f"{args.runs} timed runs per side after {args.warmup} warm-up runs per round")
     print_table(rows)
+    if tuning_rows:
+        print(f"\nTuning ({args.tune} trials per kernel, database {args.tuning_cache}):\n")
+        print("| model | tuning s | kiln tune summary |\n|---|---|---|")
+        for row in tuning_rows:
+            print("| " + " | ".join(row) + " |")
     if notes:
         print("\n" + "\n".join(f"- {note}" for note in notes))
 

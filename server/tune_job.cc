@@ -109,9 +109,8 @@ absl::Status TuneJob::Validate(const v1::TuneRequest& request) {
     if (!status.ok()) return status;
   }
   if (request.bucket_values_size() > kMaxBuckets) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tune: at most ", kMaxBuckets, " bucket_values, got ",
-                     request.bucket_values_size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tune: at most ", kMaxBuckets, " bucket_values, got ", request.bucket_values_size()));
   }
   for (int64_t value : request.bucket_values()) {
     if (value <= 0) {
