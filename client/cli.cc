@@ -250,7 +250,7 @@ absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words) {
   for (const std::string& text : parsed->GetAll("dim")) {
     auto assignment = SplitAssignment("dim", text);
     if (!assignment.ok()) return assignment.status();
-    absl::StatusOr<int64_t> value = PositiveInt("dim", assignment->second);
+    absl::StatusOr<int64_t> value = NonNegativeInt("dim", assignment->second);
     if (!value.ok()) return value.status();
     args.dim_values[assignment->first] = *value;
   }

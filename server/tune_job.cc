@@ -25,12 +25,13 @@ absl::Status CheckRange(absl::string_view field, int64_t value, int64_t max) {
       absl::StrCat("tune: ", field, " = ", value, "; must be between 0 and ", max));
 }
 
+// A dim may be measured at 0 (an empty KV cache), but an upper bound of 0 bounds nothing.
 absl::Status CheckDims(absl::string_view field,
-                       const google::protobuf::Map<std::string, int64_t>& dims) {
+                       const google::protobuf::Map<std::string, int64_t>& dims, int64_t least) {
   for (const auto& [dim, value] : dims) {
-    if (dim.empty() || value <= 0) {
+    if (dim.empty() || value < least) {
       return absl::InvalidArgumentError(absl::StrCat("tune: ", field, "[\"", dim, "\"] = ", value,
-                                                     "; needs a dim name and must be > 0"));
+                                                     "; needs a dim name and must be >= ", least));
     }
   }
   return absl::OkStatus();
@@ -104,8 +105,8 @@ absl::Status TuneJob::Validate(const v1::TuneRequest& request) {
        {CheckRange("trials", request.trials(), kMaxTrials),
         CheckRange("trials_per_kernel", request.trials_per_kernel(), kMaxTrials),
         CheckRange("seconds", request.seconds(), kMaxSeconds),
-        CheckDims("dim_values", request.dim_values()),
-        CheckDims("dim_bounds", request.dim_bounds())}) {
+        CheckDims("dim_values", request.dim_values(), 0),
+        CheckDims("dim_bounds", request.dim_bounds(), 1)}) {
     if (!status.ok()) return status;
   }
   if (request.bucket_values_size() > kMaxBuckets) {
