@@ -61,6 +61,9 @@ using ir::StmtNode;
 //  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
 //  - pack_a: copy MR rows of A into one stream first; pays when MR rows outnumber the ways of
 //    L1 (8 on current x86-64).
+//  - matvec_vectors: vectors of f32 per panel of the one-row form when it reads B in place.
+//    Panels of 2-8 vectors keep their sums in registers but read a few cache lines of each
+//    row of B, rows N apart; panels of 16-64 keep them in L1 and stream each row's run.
 struct MatmulKnobs {
   int64_t block_depth = 256;
   int64_t block_cols = 128;
@@ -68,6 +71,7 @@ struct MatmulKnobs {
   int64_t tile_rows = 6;
   int64_t cols = 16;  // NR
   bool pack_a = false;
+  int64_t matvec_cols = 16;
 };
 
 int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
@@ -82,6 +86,7 @@ MatmulKnobs KnobsOf(const Trace& trace, const ir::Target& target) {
   k.block_cols = trace.Get("block_cols", k.block_cols);
   k.group_tiles = trace.Get("group_tiles", k.group_tiles);
   k.pack_a = trace.Get("pack_a", k.tile_rows > 8) != 0;
+  k.matvec_cols = trace.Get("matvec_vectors", 2) * Lanes(target);
   return k;
 }
 
@@ -356,8 +361,11 @@ class MatmulTiler {
 // panels), one panel of NR columns at a time, no packing and no row tile.
 class MatvecTiler {
  public:
+  // Compile-time panels of B have the tile's width; B read in place, the knob's.
   MatvecTiler(const Matmul& m, const MatmulKnobs& knobs)
-      : m_(m), block_cols_(knobs.block_cols), cols_(knobs.cols) {}
+      : m_(m),
+        cols_(m.b_packed ? knobs.cols : knobs.matvec_cols),
+        block_cols_((knobs.block_cols + cols_ - 1) / cols_ * cols_) {}
 
   // One batch element's product; the batch loops' variables are free in it.
   Stmt Build() const {
@@ -391,8 +399,8 @@ class MatvecTiler {
   }
 
   const Matmul& m_;
-  const int64_t block_cols_;
-  const int64_t cols_;  // NR
+  const int64_t cols_;        // panel width
+  const int64_t block_cols_;  // a multiple of it
   PrimExpr jc_ = arith::MakeVar("jc"), jp_ = arith::MakeVar("jp");
 };
 
@@ -459,19 +467,23 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ir::
   return {product, std::move(packed)};
 }
 
-SearchSpace MatmulSpace(const ir::Target& target) {
+SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b) {
   const int64_t rows = DefaultTileRows(target);
   std::vector<int64_t> tile_rows = {rows};
+  // Taller tiles fit the registers with one vector per row (tile_vectors 1); with two they
+  // spill, which measuring rules out.
   for (int64_t r : {4, 8, 2, 12, 1}) {
-    if (r != rows && r < rows) tile_rows.push_back(r);
+    if (r != rows && r + 3 <= target.VectorRegisters()) tile_rows.push_back(r);
   }
-  return {"matmul",
-          {{"tile_rows", tile_rows},
-           {"tile_vectors", {2, 1}},
-           {"block_depth", {256, 128, 512, 64}},
-           {"block_cols", {128, 64, 256, 512}},
-           {"group_tiles", {32, 8, 16, 64}},
-           {"pack_a", {rows > 8, rows <= 8}}}};
+  SearchSpace space{"matmul",
+                    {{"tile_rows", tile_rows},
+                     {"tile_vectors", {2, 1}},
+                     {"block_depth", {256, 128, 512, 64}},
+                     {"block_cols", {128, 64, 256, 512}},
+                     {"group_tiles", {32, 8, 16, 64}},
+                     {"pack_a", {rows > 8, rows <= 8}}}};
+  if (matvec_reads_b) space.knobs.push_back({"matvec_vectors", {2, 4, 8, 1, 16, 64}});
+  return space;
 }
 
 }  // namespace kiln::schedule

@@ -76,8 +76,10 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
                            const ir::NDArray* b = nullptr, const Trace& trace = {});
 
 // The matmul rule's knobs for `target`: register tile rows and vectors, reduction block,
-// columns per task, row tiles per task, whether A is packed.
-SearchSpace MatmulSpace(const ir::Target& target);
+// columns per task, row tiles per task, whether A is packed; with `matvec_reads_b` (the kernel
+// may have one row and B is not a constant packed at compile time) also the one-row form's
+// panel width.
+SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b = false);
 
 // The GPU rules, for every kernel of a GPU target (gpu_rule.cc). A block's gpu_thread loops
 // run one after another with a barrier between them (phases), so values that pass from one

@@ -84,9 +84,13 @@ ConstantOf ConstantsAt(const ir::PrimFunc& func, const std::map<std::string, Cal
 }
 
 // The rules with knobs that can build `body`, the default's first; empty when it has none.
-std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& target) {
-  if (MatchMatmul(body)) {
-    std::vector<SearchSpace> spaces = {MatmulSpace(target)};
+std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& target,
+                                   const ConstantOf& constant_of) {
+  if (std::optional<Matmul> m = MatchMatmul(body)) {
+    const arith::PrimExpr& rows = m->i.extent;
+    const bool one_row = rows->kind != arith::ExprKind::kIntImm || rows->is_const_int(1);
+    std::vector<SearchSpace> spaces = {
+        MatmulSpace(target, one_row && !constant_of(m->b_load->buffer))};
     if (ScheduleMatmulAsLibraryCall(body, target)) spaces.push_back(LibrarySpace());
     return spaces;
   }
@@ -106,7 +110,7 @@ std::string Workload(const ir::PrimFunc& func, const ConstantOf& constant_of) {
 // `func` as the tuner sees it, when a rule with knobs can build it.
 std::optional<TunableKernel> Tunable(const ir::PrimFunc& func, const ir::Target& target,
                                      const ConstantOf& constant_of) {
-  std::vector<SearchSpace> spaces = SpacesFor(func.body, target);
+  std::vector<SearchSpace> spaces = SpacesFor(func.body, target, constant_of);
   if (spaces.empty()) return std::nullopt;
   return TunableKernel{func.name, Workload(func, constant_of), std::move(spaces),
                        func.scalars.empty() ? "" : func.scalars.front()->name};
