@@ -22,9 +22,10 @@ constexpr char kUsage[] =
     "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "  kiln tune MODEL.onnx [--target T] [--trials N] [--trials-per-kernel N] [--time SECONDS]\n"
-    "            [--dim NAME=N ...] [--buckets N,N,...] [--dim-bound NAME=N ...] [--retune]\n"
+    "            [--dim NAME=N ...] [--buckets N,N,...|auto] [--dim-bound NAME=N ...] [--retune]\n"
     "            [--cache DIR | --server HOST:PORT [--timeout SECONDS]]\n"
-    "            (--buckets: kernels with a symbolic extent are tuned at each value)\n"
+    "            (--buckets: kernels with a symbolic extent are tuned at each value; auto:\n"
+    "            at the powers of two up to its --dim-bound)\n"
     "  kiln tuning export [--cache DIR]        tuning records as JSON lines\n"
     "  kiln tuning import FILE [--cache DIR]   adds the records of FILE (JSON lines)\n"
     "  kiln tuning stats [--cache DIR]\n"
@@ -254,7 +255,9 @@ absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words) {
     if (!value.ok()) return value.status();
     args.dim_values[assignment->first] = *value;
   }
-  if (std::string text = parsed->Get("buckets"); !text.empty()) {
+  if (std::string text = parsed->Get("buckets"); text == "auto") {
+    args.auto_buckets = true;
+  } else if (!text.empty()) {
     for (absl::string_view word : absl::StrSplit(text, ',')) {
       absl::StatusOr<int64_t> value = PositiveInt("buckets", std::string(word));
       if (!value.ok()) return value.status();

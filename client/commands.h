@@ -106,6 +106,7 @@ struct TuneArgs {
   int64_t seconds = 0;                        // time limit; 0: none
   std::map<std::string, int64_t> dim_values;  // symbolic dims to measure at ("seq" -> 128)
   std::vector<int64_t> buckets;               // values to tune kernels with a symbolic extent at
+  bool auto_buckets = false;                  // powers of two up to the --dim-bound of the extent
   std::map<std::string, int64_t> dim_bounds;
   bool retune = false;  // also the kernels the database has records for
   // "host:port": kilnd tunes on its machine into its own database (cache_dir unused).

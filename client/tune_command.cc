@@ -73,6 +73,7 @@ absl::StatusOr<v1::TuneSummary> TuneLocally(const TuneArgs& args, const std::str
   options.tune.time_limit = std::chrono::seconds(args.seconds);
   options.tune.symbol_values = args.dim_values;
   options.tune.bucket_values = args.buckets;
+  options.tune.auto_buckets = args.auto_buckets;
   options.retune = args.retune;
   driver::CompileOptions compile;
   compile.dim_bounds = args.dim_bounds;
@@ -103,6 +104,7 @@ absl::StatusOr<v1::TuneSummary> TuneRemotely(const TuneArgs& args, const std::st
   request.set_retune(args.retune);
   for (const auto& [dim, value] : args.dim_values) (*request.mutable_dim_values())[dim] = value;
   for (int64_t value : args.buckets) request.add_bucket_values(value);
+  request.set_auto_buckets(args.auto_buckets);
   for (const auto& [dim, bound] : args.dim_bounds) (*request.mutable_dim_bounds())[dim] = bound;
   return remote.Tune(request, [&](const v1::TuneEvent& event) {
     if (!event.message().empty()) {

@@ -159,6 +159,7 @@ absl::Status TuneJob::Run(const v1::TuneRequest& request) {
   }
   tune_options.tune.bucket_values.assign(request.bucket_values().begin(),
                                          request.bucket_values().end());
+  tune_options.tune.auto_buckets = request.auto_buckets();
   auto events = [this](const driver::CompileEvent& event) {
     if (event.kind != driver::CompileEvent::Kind::kTuning) return;
     v1::TuneEvent proto;

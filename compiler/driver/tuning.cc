@@ -111,6 +111,7 @@ absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Tar
     write_status.Update(Record(db, result, target));
   };
   tune::TuneOptions tune = tune_options.tune;
+  if (tune.symbol_bounds.empty()) tune.symbol_bounds = options.dim_bounds;
   if (tune.measure.target == std::nullopt) tune.measure.target = target;
   KILN_ASSIGN_OR_RETURN(
       summary.results, tune::TuneModule(module, target, tune, skip, on_result,

@@ -291,14 +291,25 @@ struct Task {
   std::map<std::string, int64_t> scalars;  // the values it is measured at
 };
 
+// The values to tune `kernel` at, one bucket each; empty: once for all values.
+std::vector<int64_t> BucketValues(const TunableKernel& kernel, const TuneOptions& options) {
+  if (kernel.bucket_symbol.empty()) return {};
+  if (!options.bucket_values.empty()) return options.bucket_values;
+  auto bound = options.symbol_bounds.find(kernel.bucket_symbol);
+  if (!options.auto_buckets || bound == options.symbol_bounds.end()) return {};
+  std::vector<int64_t> values;
+  for (int64_t v = 1; v < bound->second; v *= 2) values.push_back(v);
+  values.push_back(bound->second);
+  return values;
+}
+
 std::vector<Task> TasksOf(const TunableKernel& kernel, const ir::PrimFunc& func,
                           const TuneOptions& options) {
   const std::map<std::string, int64_t> scalars = ScalarValues(func, options);
-  if (kernel.bucket_symbol.empty() || options.bucket_values.empty()) {
-    return {{kernel, "", scalars}};
-  }
+  const std::vector<int64_t> buckets = BucketValues(kernel, options);
+  if (buckets.empty()) return {{kernel, "", scalars}};
   std::vector<Task> tasks;
-  for (int64_t value : options.bucket_values) {
+  for (int64_t value : buckets) {
     Task task{kernel, absl::StrCat(value), scalars};
     task.scalars[kernel.bucket_symbol] = value;
     tasks.push_back(std::move(task));

@@ -31,6 +31,10 @@ struct TuneOptions {
   // Shape buckets: a kernel with a bucket symbol (TunableKernel::bucket_symbol) is tuned at
   // each of these values, one record each, instead of once at its symbol's value above.
   std::vector<int64_t> bucket_values;
+  // Without bucket_values: a kernel whose bucket symbol has an upper bound here is tuned at
+  // the powers of two up to it (and at the bound).
+  bool auto_buckets = false;
+  std::map<std::string, int64_t> symbol_bounds;
   uint64_t seed = 1;
   MeasureOptions measure;
   // Checked between trials; true stops the search (the results so far are returned).

@@ -417,6 +417,25 @@ TEST_F(TuningDbTest, TuneModelTunesEachBucket) {
   EXPECT_EQ(summary->trials, 0);
 }
 
+// Automatic buckets: the powers of two up to the symbol's bound, and the bound.
+TEST_F(TuningDbTest, AutomaticBucketsArePowersOfTwoUpToTheBound) {
+  absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  driver::CompileOptions compile;
+  compile.dim_bounds = {{"n", 6}};
+  driver::TuneModelOptions options;
+  options.tune.trials_per_kernel = 1;
+  options.tune.auto_buckets = true;
+  options.tune.measure.warmup = 0;
+  options.tune.measure.repeats = 1;
+  absl::StatusOr<driver::TuneSummary> summary =
+      driver::TuneModel(MatmulModel(false), *host, compile, options, *db_, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  std::vector<std::string> buckets;
+  for (const tune::TuneResult& r : summary->results) buckets.push_back(r.bucket);
+  EXPECT_EQ(buckets, (std::vector<std::string>{"1", "2", "4", "6"}));
+}
+
 TEST_F(TuningDbTest, TuningATargetThisMachineCannotRunIsAnError) {
   absl::StatusOr<driver::TuneSummary> summary =
       driver::TuneModel(MatmulModel(true), *ir::ParseTarget("aarch64"), {}, {}, *db_, nullptr);
