@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -24,6 +26,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/jit.h"
 #include "compiler/ir/stmt_functor.h"
+#include "thread_pool.h"  // runtime/src: the artifact's own pool
 
 namespace kiln::tune {
 
@@ -31,23 +34,32 @@ namespace {
 
 using arith::DataType;
 
-// A KilnEnv for one kernel: parallel loops run serially, workspace comes from aligned malloc,
-// index errors are kept for the measurement to report.
+// A KilnEnv for one kernel: parallel loops run on the runtime's thread pool (as the
+// artifact's would) or serially for one thread, workspace comes from aligned malloc, index
+// errors are kept for the measurement to report.
 struct MeasureEnv {
   KilnEnv env{};
+  std::mutex mu;  // index errors may come from several threads
   std::string index_error;
+  std::unique_ptr<runtime::ThreadPool> pool;  // null: one thread
 
-  MeasureEnv() {
+  explicit MeasureEnv(int threads) {
+    if (threads > 1) pool = std::make_unique<runtime::ThreadPool>(threads);
     env.self = this;
     env.alloc = [](void*, int64_t bytes) -> void* {
       return std::aligned_alloc(64, std::max<int64_t>(64, (bytes + 63) / 64 * 64));
     };
     env.free = [](void*, void* ptr) { std::free(ptr); };
-    env.parallel_for = [](void*, int64_t num_tasks, int32_t (*task)(void*, int64_t, int64_t),
-                          void* closure) { return task(closure, 0, num_tasks); };
+    env.parallel_for = [](void* self, int64_t num_tasks, int32_t (*task)(void*, int64_t, int64_t),
+                          void* closure) {
+      auto* me = static_cast<MeasureEnv*>(self);
+      return me->pool ? me->pool->ParallelFor(num_tasks, task, closure)
+                      : task(closure, 0, num_tasks);
+    };
     env.index_error = [](void* self, int32_t input, int32_t dim, int64_t index, int64_t size,
                          const char* op) {
       auto* me = static_cast<MeasureEnv*>(self);
+      std::lock_guard<std::mutex> lock(me->mu);
       if (!me->index_error.empty()) return;
       me->index_error =
           absl::StrCat("index error in ", op, ": index ", index, " out of range for dimension ",
@@ -277,12 +289,15 @@ void Summarize(Measurement& m) {
   m.min_ns = sorted.front();
 }
 
+// The threads a kernel for `target` runs on: the thread count the target names, else one.
+int ThreadsOf(const ir::Target& target) { return std::max(1, target.threads); }
+
 // Runs `kernel` once on `buffers`; the index error it reported, if any.
 std::string RunOnce(const codegen::JitKernel& kernel, std::vector<HostBuffer>& buffers,
-                    const std::vector<int64_t>& scalars) {
+                    const std::vector<int64_t>& scalars, int threads) {
   std::vector<void*> data;
   for (HostBuffer& b : buffers) data.push_back(b.data());
-  MeasureEnv env;
+  MeasureEnv env(threads);
   kernel.Run(&env.env, data.data(), scalars.data());
   return env.index_error;
 }
@@ -353,7 +368,7 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
   } else {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> reference_kernel,
                           codegen::JitCompileKernel(reference, kernel, target));
-    if (std::string error = RunOnce(*reference_kernel, expected, scalars); !error.empty()) {
+    if (std::string error = RunOnce(*reference_kernel, expected, scalars, 1); !error.empty()) {
       return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
     }
   }
@@ -364,7 +379,7 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
     m.failure = absl::StrCat("the candidate does not compile: ", compiled.status().message());
     return m;
   }
-  if (std::string error = RunOnce(**compiled, actual, scalars); !error.empty()) {
+  if (std::string error = RunOnce(**compiled, actual, scalars, ThreadsOf(target)); !error.empty()) {
     m.failure = error;
     return m;
   }
@@ -379,7 +394,7 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
 
   std::vector<void*> data;
   for (HostBuffer& b : actual) data.push_back(b.data());
-  MeasureEnv env;
+  MeasureEnv env(ThreadsOf(target));
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     auto start = std::chrono::steady_clock::now();
     (*compiled)->Run(&env.env, data.data(), scalars.data());
@@ -614,7 +629,7 @@ absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
       AllocateBuffers(*func, scalar_values, options.seed, ConstantArguments(reference, kernel)));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> compiled,
                         codegen::JitCompileKernel(reference, kernel, target));
-  if (std::string error = RunOnce(*compiled, buffers, scalars); !error.empty()) {
+  if (std::string error = RunOnce(*compiled, buffers, scalars, 1); !error.empty()) {
     return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
   }
   ReferenceResult result;

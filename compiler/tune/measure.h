@@ -23,7 +23,8 @@ struct MeasureOptions {
   uint64_t seed = 1;  // of the random inputs
   // MeasureKernelIsolated: how long the child may take, compiling included.
   std::chrono::milliseconds timeout{10000};
-  // The machine the kernel is compiled for; this machine ("host") when unset.
+  // The machine the kernel is compiled for; this machine ("host") when unset. Its threads
+  // (a description's "threads=N") are the threads the timed runs use; one when unset.
   std::optional<ir::Target> target;
 };
 

@@ -77,6 +77,21 @@ TEST(MeasureTest, AMatmulKernelMatchesItselfAndIsTimed) {
   }
 }
 
+// A target with threads=2: the matmul's parallel task loop runs on the runtime's pool of two
+// threads, for the check and the timed runs, and still matches the reference.
+TEST(MeasureTest, ATargetsThreadsRunTheParallelLoops) {
+  std::string kernel;
+  ir::IRModule module = ScheduledMatmul(&kernel);
+  ASSERT_THAT(ir::ToString(module), HasSubstr("parallel"));
+  MeasureOptions options;
+  options.target = *ir::ParseTarget("triple=x86_64-unknown-linux-gnu;cpu=x86-64;threads=2");
+  absl::StatusOr<Measurement> m =
+      MeasureKernelIsolated(module, module, kernel, {{"n", 700}}, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->ok) << m->failure;
+  EXPECT_EQ(m->times_ns.size(), 5u);
+}
+
 TEST(MeasureTest, AWrongCandidateIsAMismatchNamingTheBuffer) {
   absl::StatusOr<Measurement> m = MeasureKernelIsolated(
       Scale("    B[i] = A[i] * 3.0"), Scale(kScale), "scale", {{"n", 100}}, MeasureOptions{});
