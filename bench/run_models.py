@@ -3,7 +3,7 @@
 
     bench/run_models.py [--models NAME ...] [--threads 1 2] [--runs 20] [--per-round 5]
                         [--work DIR] [--kiln build/client/kiln] [--target x86_64]
-                        [--tune TRIALS_PER_KERNEL [--tuning-cache DIR]]
+                        [--tune TRIALS_PER_KERNEL [--tuning-cache DIR] [--tune-threads N]]
 
 For each model: generate it (tests/models/generate_models.py --size bench), compile it with
 `kiln compile`, write one set of random inputs as .npy, run both once and compare outputs,
@@ -12,7 +12,9 @@ that goes first swaps every round) until each has --runs timed runs after warm-u
 table: medians, the ratio Kiln/ORT and each side's peak RSS. Needs bench/install_ort.sh first.
 With --tune, each model is first tuned (`kiln tune`, its symbolic dims at the values it runs
 with) into the tuning database of --tuning-cache and compiled from its records; a second table
-gives the tuning time and trials.
+gives the tuning time and trials. With --tune-threads N, the target is the preset's description
+with threads=N: kernels are tuned on N threads (records of their own) and artifacts start
+with N threads.
 Timings on a shared machine are noisy: compare within one run, never across runs.
 """
 import argparse
@@ -118,7 +120,8 @@ class Model:
         self.args = args
         self.dir = os.path.join(args.work, name)
         self.onnx = os.path.join(args.work, "models", name + ".onnx")
-        self.artifact = os.path.join(self.dir, "artifact", args.target)
+        self.target = args.compile_target
+        self.artifact = None  # the folder `kiln compile` names
         self.dims = dict(DIMS, **DIMS_PER_MODEL.get(name, {}))
 
     def prepare(self):
@@ -135,8 +138,10 @@ class Model:
             self.tuning = self.tune(cache_flags)
         log(f"[{self.name}] compiling for {self.args.target}")
         start = time.time()
-        run([self.args.kiln, "compile", self.onnx, "--target", self.args.target, "--out",
-             os.path.join(self.dir, "artifact"), *cache_flags])
+        out = run([self.args.kiln, "compile", self.onnx, "--target", self.target, "--out",
+                   os.path.join(self.dir, "artifact"), *cache_flags])
+        # "<folder>: <artifact path>"; a description's folder is named after its hash.
+        self.artifact = os.path.dirname(out.strip().splitlines()[-1].split(": ", 1)[1])
         self.compile_s = time.time() - start
         self.inputs = write_inputs(self.onnx, self.dims, os.path.join(self.dir, "inputs"))
 
@@ -145,7 +150,7 @@ class Model:
         log(f"[{self.name}] tuning for {self.args.target}, {self.args.tune} trials per kernel")
         dims = [f for name, value in self.dims.items() for f in ("--dim", f"{name}={value}")]
         start = time.time()
-        out = run([self.args.kiln, "tune", self.onnx, "--target", self.args.target,
+        out = run([self.args.kiln, "tune", self.onnx, "--target", self.target,
                    "--trials-per-kernel", str(self.args.tune), *dims, *cache_flags])
         summary = out.strip().splitlines()[-1]
         log(f"[{self.name}] {summary}")
@@ -220,7 +225,14 @@ def main():
                         help="tune each model first (0: default schedules)")
     parser.add_argument("--tuning-cache", default="/tmp/kiln-bench/tuning",
                         help="folder of the tuning database (kiln.db)")
+    parser.add_argument("--tune-threads", type=int, default=0,
+                        help="tune (and start artifacts) on N threads: the preset with threads=N")
     args = parser.parse_args()
+    args.compile_target = args.target
+    if args.tune_threads:
+        presets = dict(line.split("\t", 1) for line in run([args.kiln, "targets"]).splitlines())
+        args.compile_target = f"{presets[args.target]};threads={args.tune_threads}"
+
     if not os.path.exists(os.path.join(BENCH_DIR, "node_modules/onnxruntime-node")):
         sys.exit("run bench/install_ort.sh first")
     rows, notes, tuning_rows = [], [], []
@@ -253,7 +265,7 @@ def main():
                          f"{abs_diff:.1e}", f"{rel_diff:.1e}"))
     cpu = next((l.split(":", 1)[1].strip() for l in run(["lscpu"]).splitlines()
                 if l.startswith("Model name")), platform.processor())
-    print(f"{cpu}, {time.strftime('%Y-%m-%d')}, target {args.target}, "
+    print(f"{cpu}, {time.strftime('%Y-%m-%d')}, target {args.compile_target}, "
           f"{args.runs} timed runs per side after {args.warmup} warm-up runs per round")
     print_table(rows)
     if tuning_rows:
