@@ -2,14 +2,16 @@
 // IRBuilder; its body is branch-free (selects, not branches), so a loop that calls it still
 // vectorizes. The algorithms and coefficients are fdlibm's (Sun Microsystems, 1993, "permission
 // to use, copy, modify, and distribute this software is freely granted") as FreeBSD msun and
-// musl carry them, and Cephes' tanh; references at each function.
+// musl carry them, and Cephes' tanh (f32 erf is our own fit); references at each function.
 //
 // Accuracy, as tests/unit/codegen_math_test.cc measures it against long double references
 // (worst case over some 20,000 inputs per function, f32 / f64):
 //   exp 0.79 / 0.83 ulp, log 0.74 / 0.74, tanh 1.19 / 1.22, sigmoid 1.79 / 1.86,
-//   erf 0.74 / 0.84 (f32 in f32 arithmetic, as fdlibm's erff: through f64 it cost a
-//   GELU-heavy model a sixth of its time); the test asserts 1 ulp for exp, log and erf
-//   and 2 for tanh and sigmoid. floor, ceil, trunc, round, sqrt and fabs are exact.
+//   erf 0.79 / 0.84 (f32 in f32 arithmetic with one exp, 0.83 over all f32 below 4 with or
+//   without FMA: fdlibm's erf through f64 cost a GELU-heavy model a sixth of its time, and its
+//   f32 form, with two exps and six divisions, still 7% of BERT); the test asserts 1 ulp for
+//   exp, log and erf and 2 for tanh and sigmoid. floor, ceil, trunc, round, sqrt and fabs are
+//   exact.
 //   pow: f32 is computed as exp(y*log|x|) in f64, so within 1 ulp; f64 has a relative error of
 //   about |y*log(x)| * 2^-53 (fine for ML exponents, not a correctly rounded libm pow), except
 //   that the exponents 2, 1, -1 and 0.5 are exact.
@@ -101,6 +103,19 @@ class MathEmitter {
     const double* c = coeffs.begin();
     Value* r = C(c[coeffs.size() - 1]);
     for (int i = static_cast<int>(coeffs.size()) - 2; i >= 0; --i) r = Add(C(c[i]), Mul(x, r));
+    return r;
+  }
+
+  // a*b + c, fused where the target has a fast FMA: the functions that use it are accurate
+  // either way.
+  Value* MulAdd(Value* a, Value* b, Value* c) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {type_}, {a, b, c});
+  }
+  // Poly with MulAdd.
+  Value* MulAddPoly(Value* x, std::initializer_list<double> coeffs) {
+    const double* c = coeffs.begin();
+    Value* r = C(c[coeffs.size() - 1]);
+    for (int i = static_cast<int>(coeffs.size()) - 2; i >= 0; --i) r = MulAdd(x, r, C(c[i]));
     return r;
   }
 
@@ -254,10 +269,27 @@ class MathEmitter {
     return Select(b_.CreateFCmpOLT(r, x), Add(r, C(1.0)), r);
   }
 
-  // fdlibm s_erf.c (double only): x + x*P/Q below 0.84375, erx + P/Q around 1, and above that
+  // f32: x + x*P(x^2) below 25/32 and 1 - exp(Q(|x| - 25/32))/4 up to 3.9192059, above which
+  // erf rounds to 1. P and Q are our own weighted minimax fits to erf(x)/x - 1 and
+  // log(4*erfc(x)) with f32 coefficients; the factor 4 keeps |Q| small (its rounding is
+  // amplified by exp) where erfc is large. One exp and no other division; within 0.83 ulp
+  // over every f32 below 4, with or without fused multiply-adds.
+  // f64: fdlibm s_erf.c: x + x*P/Q below 0.84375, erx + P/Q around 1, and above that
   // 1 - exp(-x^2 - 0.5625 + R/S)/x.
   Value* Erf(Value* x) {
     Value* ax = Abs(x);
+    if (f32_) {
+      Value* p = MulAddPoly(Mul(x, x), {0x1.06eba8p-3, -0x1.81274p-2, 0x1.ce2d58p-4, -0x1.b7fedap-6,
+                                        0x1.5427dep-8, -0x1.a47720p-11, 0x1.49531cp-14});
+      Value* small = MulAdd(ax, p, ax);
+      Value* q = MulAddPoly(Sub(ax, C(0.78125)),
+                            {0x1.2f6c72p-4, -0x1.2364f2p+1, -0x1.a01e6cp-1, -0x1.a4cce4p-5,
+                             0x1.9832d4p-7, -0x1.3d7846p-9, 0x1.5c6c42p-12, -0x1.97db70p-16});
+      Value* large = MulAdd(C(-0.25), Call("exp", {q}), C(1.0));
+      Value* result = Select(b_.CreateFCmpOLT(ax, C(0.78125)), small, large);
+      result = Select(b_.CreateFCmpOLT(ax, C(0x1.f5a88ap+1)), result, C(1.0));
+      return Select(IsNaN(x), x, CopySign(result, x));
+    }
     Value* z = Mul(x, x);
     Value* small =
         Add(x, Mul(x, Div(Poly(z, {1.28379167095512558561e-01, -3.25042107247001499370e-01,
