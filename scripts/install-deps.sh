@@ -13,6 +13,8 @@ packages=(
   # OpenBLAS: artifacts of targets with libraries=openblas load libopenblas.so.0, and the
   # bench compares with it.
   libopenblas-dev libopenblas0-pthread
+  # oneDNN: artifacts of targets with libraries=dnnl load libdnnl.so.2 (no header needed).
+  libdnnl2
   # Backends other than x86_64: cross toolchains build kiln-runner for aarch64 and riscv64,
   # qemu-user runs it; wasm32 artifacts run in Node.js and headless Chromium.
   g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user nodejs chromium

@@ -308,8 +308,12 @@ llvm::Value* FunctionEmitter::EmitExternCall(const ExprNode& e, const ir::Extern
           << " is a pointer, written as a load of the element it points to";
       args.push_back(ElementAddress(arg->buffer, arg->args));
     } else {
-      KILN_CHECK(params[i] == 'i' || params[i] == 'f') << "parameter kind of " << e.name;
-      args.push_back(EmitExprAs(arg, params[i] == 'i' ? DataType::Int(32) : DataType::Float(32)));
+      DataType type = params[i] == 'c'   ? DataType::Int(8)
+                      : params[i] == 'i' ? DataType::Int(32)
+                      : params[i] == 'l' ? DataType::Int(64)
+                                         : DataType::Float(32);
+      KILN_CHECK(params[i] == 'f' || type.is_int()) << "parameter kind of " << e.name;
+      args.push_back(EmitExprAs(arg, type));
     }
     types.push_back(args.back()->getType());
   }

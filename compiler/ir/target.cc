@@ -294,6 +294,14 @@ const std::vector<ExternLibrary>& ExternLibraries() {
        "libopenblas.so.0",
        {{"cblas_sgemm", "iiiiiifpipifpi"}, {"openblas_set_num_threads", "i"}},
        {"x86_64", "aarch64", "riscv64"}},
+      // dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), row-major,
+      // 'N'/'T' flags and int64_t dimensions (dnnl_dim_t). omp_set_num_threads is libgomp's,
+      // which libdnnl.so.2 needs (Debian's oneDNN is built for OpenMP). Debian builds libdnnl2
+      // for x86_64, aarch64 and ppc64el; Kiln has no ppc64el backend.
+      {"dnnl",
+       "libdnnl.so.2",
+       {{"dnnl_sgemm", "cclllfplplfpl"}, {"omp_set_num_threads", "i"}},
+       {"x86_64", "aarch64"}},
   };
   return *libraries;
 }

@@ -26,7 +26,7 @@ struct Target {
   int threads_per_block = 0;
   int64_t shared_memory = 0;
   // Libraries the machine has, which kernels may call instead of generated loops
-  // (ExternLibrary below: "openblas"); sorted, each once.
+  // (ExternLibrary below: "openblas", "dnnl"); sorted, each once.
   std::vector<std::string> libraries;
 
   // "triple=...;cpu=...;features=...;vector_bits=...": names no preset, so a preset and a
@@ -43,9 +43,10 @@ struct Target {
 };
 
 // A function of an external library, as kernels call it: an arith Call whose name is the
-// function's. `params` has a letter per argument: 'i' an i32 value, 'f' an f32 value, 'p' a
-// pointer, written as a load of a buffer element whose address is passed (the function may
-// read and write the buffer from that element on). The function returns nothing.
+// function's. `params` has a letter per argument: 'c' an i8 value (a C char), 'i' an i32
+// value, 'l' an i64 value, 'f' an f32 value, 'p' a pointer, written as a load of a buffer element
+// whose address is passed (the function may read and write the buffer from that element on). The
+// function returns nothing.
 struct ExternFunction {
   const char* name;
   const char* params;
@@ -61,6 +62,7 @@ struct ExternLibrary {
 };
 // "openblas": OpenBLAS's CBLAS (cblas_sgemm) and openblas_set_num_threads, 32-bit integers
 // (Debian's libopenblas0, not the 64-bit-index libopenblas64).
+// "dnnl": oneDNN's dnnl_sgemm (Debian's libdnnl2) and OpenMP's omp_set_num_threads.
 const std::vector<ExternLibrary>& ExternLibraries();
 // The library that defines the function `name`, or null for any other call.
 const ExternLibrary* LibraryOfFunction(std::string_view name);

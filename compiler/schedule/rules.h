@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/ir/loop.h"
@@ -114,14 +116,20 @@ std::optional<ir::Stmt> ScheduleRowsForGpu(const std::vector<Axis>& rows,
 bool IterationsAreIndependent(const arith::PrimExpr& var, const ir::Stmt& body);
 
 // library_rule.cc: a matmul whose A and B are plain row-major (or transposed) matrices per
-// batch element, as calls to OpenBLAS's cblas_sgemm (the target must have "openblas"): one
-// call per task of up to 64 rows of one batch element, tasks on the runtime's thread pool,
-// OpenBLAS itself single-threaded; then the fused epilogue over the task's rows. nullopt for
-// any other kernel.
-std::optional<ScheduledKernel> ScheduleMatmulAsLibraryCall(const ir::Stmt& body,
-                                                           const ir::Target& target);
+// batch element, or a conv of one group, as calls to `library`'s sgemm (one of LibraryRules,
+// which the target must have): a matmul or a pointwise conv in tasks of up to 64 rows and 512
+// columns of one batch element; any other conv in tasks of a block of output positions whose
+// input taps are gathered into a task-local buffer (im2col). Tasks run on the runtime's thread
+// pool, the library itself single-threaded; then the fused epilogue over the task's outputs.
+// nullopt for any other kernel.
+std::optional<ScheduledKernel> ScheduleAsLibraryCall(const ir::Stmt& body, const ir::Target& target,
+                                                     std::string_view library);
 
-// The library rule's space: rule "openblas", no knobs.
-SearchSpace LibrarySpace();
+// The libraries the library rule calls, each a rule of that name: "openblas", "dnnl".
+const std::vector<std::string>& LibraryRules();
+
+// The library rule's spaces for `body`, one per library of the target that takes it: rule
+// named after the library, no knobs.
+std::vector<SearchSpace> LibrarySpaces(const ir::Stmt& body, const ir::Target& target);
 
 }  // namespace kiln::schedule

@@ -5,6 +5,7 @@
 
 #include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/conv_rule.h"
+#include "compiler/schedule/reduce_rule.h"
 #include "compiler/schedule/rules.h"
 
 namespace kiln::schedule {
@@ -91,10 +92,15 @@ std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& targe
     const bool one_row = rows->kind != arith::ExprKind::kIntImm || rows->is_const_int(1);
     std::vector<SearchSpace> spaces = {
         MatmulSpace(target, one_row && !constant_of(m->b_load->buffer))};
-    if (ScheduleMatmulAsLibraryCall(body, target)) spaces.push_back(LibrarySpace());
+    for (SearchSpace& library : LibrarySpaces(body, target)) spaces.push_back(std::move(library));
     return spaces;
   }
-  if (std::optional<SearchSpace> conv = ConvSpace(body, target)) return {*std::move(conv)};
+  if (std::optional<SearchSpace> conv = ConvSpace(body, target)) {
+    std::vector<SearchSpace> spaces = {*std::move(conv)};
+    for (SearchSpace& library : LibrarySpaces(body, target)) spaces.push_back(std::move(library));
+    return spaces;
+  }
+  if (std::optional<SearchSpace> rows = RowsSpace(body, target)) return {*std::move(rows)};
   return {};
 }
 
@@ -132,13 +138,15 @@ ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
                       const ConstantOf& constant_of, const Trace& trace) {
   std::optional<ScheduledKernel> rule;
   if (trace.rule == "matmul") rule = ScheduleMatmul(func.body, target, constant_of, trace);
-  if (trace.rule == "openblas") rule = ScheduleMatmulAsLibraryCall(func.body, target);
+  if (trace.rule == "rows") rule = ScheduleRows(func.body, target, trace);
+  if (!trace.rule.empty() && !rule) rule = ScheduleAsLibraryCall(func.body, target, trace.rule);
   // A conv's own trace, or the matmul rule's for a pointwise conv.
   if (!rule && (trace.rule == "conv" || trace.rule == "matmul")) {
     rule = ScheduleConv(func.body, target, constant_of, trace);
   }
   if (!rule) rule = ScheduleMatmul(func.body, target, constant_of);
   if (!rule) rule = ScheduleConv(func.body, target, constant_of);
+  if (!rule) rule = ScheduleRows(func.body, target);
   if (!rule) rule = ScheduledKernel{ScheduleLoopNests(func.body), std::nullopt};
   return *rule;
 }

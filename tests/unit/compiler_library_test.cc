@@ -1,7 +1,9 @@
-// The library rule: matmul kernels as calls to OpenBLAS's cblas_sgemm for a target with
-// libraries=openblas, chosen the way the tuner chooses a trace. Artifacts are compared with the
-// reference interpreter, on one and several threads; they need libopenblas.so.0 and say so
-// (DT_NEEDED, manifest). A target without the library never offers the rule.
+// The library rule: matmul and conv kernels as calls to OpenBLAS's cblas_sgemm or oneDNN's
+// dnnl_sgemm for a target with libraries=openblas or libraries=dnnl, chosen the way the tuner
+// chooses a trace. Artifacts are compared with the reference interpreter, on one and several
+// threads; they need the library (libopenblas.so.0, libdnnl.so.2) and say so (DT_NEEDED,
+// manifest). A target without the library never offers the rule.
+#include <dlfcn.h>
 #include <elf.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/shared_object.h"
@@ -31,6 +34,37 @@ using ::testing::Not;
 
 const char kTarget[] = "triple=x86_64-linux-gnu;libraries=openblas";
 
+// The target that has `library`.
+std::string TargetWith(const std::string& library) {
+  return "triple=x86_64-linux-gnu;libraries=" + library;
+}
+
+// How the kernels call `library`'s sgemm, up to the flags: "cblas_sgemm(101, " or
+// "dnnl_sgemm(".
+std::string SgemmCall(const std::string& library, bool trans_a = false, bool trans_b = false) {
+  if (library == "dnnl") {
+    return absl::StrCat("dnnl_sgemm(", trans_a ? 84 : 78, ", ", trans_b ? 84 : 78, ", ");
+  }
+  return absl::StrCat("cblas_sgemm(101, ", trans_a ? 112 : 111, ", ", trans_b ? 112 : 111, ", ");
+}
+
+// Whether artifacts that call `library` can run here. OpenBLAS: when the build found it.
+// oneDNN: its runtime library must be installed (libdnnl2, scripts/install-deps.sh); a test
+// that needs it fails when it is missing.
+bool CanRun(const std::string& library) {
+  if (library == "dnnl") {
+    void* handle = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(handle, nullptr) << "libdnnl.so.2 cannot be loaded (" << dlerror()
+                               << "): install libdnnl2 (scripts/install-deps.sh)";
+    return handle != nullptr;
+  }
+#ifdef KILN_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
 ir::NDArray Random(std::vector<int64_t> shape, int seed) {
   ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
   std::mt19937 rng(seed);
@@ -39,12 +73,14 @@ ir::NDArray Random(std::vector<int64_t> shape, int seed) {
   return a;
 }
 
-// The tuner's choice of the library form for every kernel that offers it.
-std::optional<schedule::Trace> ChooseOpenBlas(const schedule::TunableKernel& kernel) {
-  for (const schedule::SearchSpace& space : kernel.spaces) {
-    if (space.rule == "openblas") return space.Default();
-  }
-  return std::nullopt;
+// The tuner's choice of `library`'s form for every kernel that offers it.
+schedule::ChooseTrace Choose(const std::string& library) {
+  return [library](const schedule::TunableKernel& kernel) -> std::optional<schedule::Trace> {
+    for (const schedule::SearchSpace& space : kernel.spaces) {
+      if (space.rule == library) return space.Default();
+    }
+    return std::nullopt;
+  };
 }
 
 // The pipeline's passes with the schedule pass choosing traces by `choose`, checked by the
@@ -72,12 +108,13 @@ struct LibraryArtifact {
   driver::Artifact artifact;
 };
 
-// `onnx` compiled for kTarget with the library form chosen, as CompileModel builds it.
-LibraryArtifact CompileWithOpenBlas(const std::string& onnx) {
+// `onnx` compiled for `target_text` with traces chosen by `choose`, as CompileModel builds it.
+LibraryArtifact CompileWith(const std::string& onnx, const std::string& target_text,
+                            const schedule::ChooseTrace& choose) {
   LibraryArtifact out;
-  ir::Target target = *ir::ParseTarget(kTarget);
+  ir::Target target = *ir::ParseTarget(target_text);
   absl::StatusOr<ir::IRModule> imported = driver::ImportModel(onnx);
-  absl::StatusOr<ir::IRModule> module = Lower(onnx, target, ChooseOpenBlas);
+  absl::StatusOr<ir::IRModule> module = Lower(onnx, target, choose);
   EXPECT_TRUE(imported.ok() && module.ok()) << module.status();
   if (!imported.ok() || !module.ok()) return out;
   out.kernels = ir::ToString(*module);
@@ -128,17 +165,16 @@ std::vector<std::string> NeededLibraries(const std::string& so) {
   return names;
 }
 
-// Compiles `onnx` with the library form, checks that sgemm is called as `call` says, and
+// Compiles `onnx` with `library`'s form, checks that sgemm is called as `call` says, and
 // compares the artifact with the interpreter for each input set, on 1 and 3 threads.
-void ExpectMatchesInterpreter(const std::string& onnx, const std::string& call,
+void ExpectMatchesInterpreter(const std::string& library, const std::string& onnx,
+                              const std::string& call,
                               const std::vector<std::vector<ir::NDArray>>& input_sets,
                               const std::vector<std::vector<int64_t>>& out_shapes) {
-  LibraryArtifact compiled = CompileWithOpenBlas(onnx);
+  LibraryArtifact compiled = CompileWith(onnx, TargetWith(library), Choose(library));
   EXPECT_THAT(compiled.kernels, HasSubstr(call)) << compiled.kernels;
   EXPECT_THAT(compiled.kernels, Not(HasSubstr("packed_b"))) << compiled.kernels;
-#ifndef KILN_HAVE_OPENBLAS
-  GTEST_SKIP() << "OpenBLAS is not installed (scripts/install-deps.sh): artifacts not run";
-#endif
+  if (!CanRun(library)) GTEST_SKIP() << library << " is not installed: artifacts not run";
   std::unique_ptr<runtime::Model> model = LoadArtifact(compiled.artifact);
   ASSERT_NE(model, nullptr);
   auto module = driver::ImportModel(onnx);
@@ -157,6 +193,12 @@ void ExpectMatchesInterpreter(const std::string& onnx, const std::string& call,
   }
 }
 
+// Every test runs once per library.
+class LibraryRuleTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Libraries, LibraryRuleTest, ::testing::Values("openblas", "dnnl"),
+                         [](const auto& info) { return info.param; });
+
 std::string MatmulModel(std::vector<Dim> a, std::vector<Dim> b, std::vector<Dim> y) {
   OnnxBuilder builder;
   builder.Input("a", a);
@@ -166,64 +208,81 @@ std::string MatmulModel(std::vector<Dim> a, std::vector<Dim> b, std::vector<Dim>
   return builder.Serialize();
 }
 
-// 150 rows are three tasks of up to 64 rows.
-TEST(LibraryRuleTest, StaticShapesMatchTheInterpreter) {
-  ExpectMatchesInterpreter(MatmulModel({150, 300}, {300, 70}, {150, 70}),
-                           "cblas_sgemm(101, 111, 111",
-                           {{Random({150, 300}, 1), Random({300, 70}, 2)}}, {{150, 70}});
+// 150 rows are three tasks of up to 64 rows; 1100 columns three of up to 512.
+TEST_P(LibraryRuleTest, StaticShapesMatchTheInterpreter) {
+  ExpectMatchesInterpreter(GetParam(), MatmulModel({150, 300}, {300, 70}, {150, 70}),
+                           SgemmCall(GetParam()), {{Random({150, 300}, 1), Random({300, 70}, 2)}},
+                           {{150, 70}});
+  ExpectMatchesInterpreter(GetParam(), MatmulModel({3, 20}, {20, 1100}, {3, 1100}),
+                           SgemmCall(GetParam()), {{Random({3, 20}, 1), Random({20, 1100}, 2)}},
+                           {{3, 1100}});
 }
 
-TEST(LibraryRuleTest, SymbolicRowsMatchTheInterpreter) {
+TEST_P(LibraryRuleTest, SymbolicRowsMatchTheInterpreter) {
   std::vector<std::vector<ir::NDArray>> inputs;
   std::vector<std::vector<int64_t>> shapes;
   for (int64_t m : {1, 13, 64, 130}) {
     inputs.push_back({Random({m, 45}, 3), Random({45, 19}, 4)});
     shapes.push_back({m, 19});
   }
-  ExpectMatchesInterpreter(MatmulModel({"m", 45}, {45, 19}, {"m", 19}), "cblas_sgemm(", inputs,
-                           shapes);
+  ExpectMatchesInterpreter(GetParam(), MatmulModel({"m", 45}, {45, 19}, {"m", 19}),
+                           SgemmCall(GetParam()), inputs, shapes);
 }
 
-TEST(LibraryRuleTest, BatchedMatmulsMatchTheInterpreter) {
+TEST_P(LibraryRuleTest, BatchedMatmulsMatchTheInterpreter) {
   // Both operands batched, and a shared B broadcast over A's batch.
-  ExpectMatchesInterpreter(MatmulModel({3, "m", 7}, {3, 7, 11}, {3, "m", 11}), "cblas_sgemm(",
-                           {{Random({3, 70, 7}, 5), Random({3, 7, 11}, 6)}}, {{3, 70, 11}});
-  ExpectMatchesInterpreter(MatmulModel({2, "m", 5}, {5, 19}, {2, "m", 19}), "cblas_sgemm(",
-                           {{Random({2, 9, 5}, 7), Random({5, 19}, 8)}}, {{2, 9, 19}});
+  ExpectMatchesInterpreter(GetParam(), MatmulModel({3, "m", 7}, {3, 7, 11}, {3, "m", 11}),
+                           SgemmCall(GetParam()), {{Random({3, 70, 7}, 5), Random({3, 7, 11}, 6)}},
+                           {{3, 70, 11}});
+  ExpectMatchesInterpreter(GetParam(), MatmulModel({2, "m", 5}, {5, 19}, {2, "m", 19}),
+                           SgemmCall(GetParam()), {{Random({2, 9, 5}, 7), Random({5, 19}, 8)}},
+                           {{2, 9, 19}});
 }
 
-// No ONNX op legalizes to a matmul reading B as [j, k] in place (Gemm's transB becomes a
-// transpose kernel first), so the kernel is written out, and the JIT compares the library
-// form with the generated one on random inputs.
-TEST(LibraryRuleTest, TransposedBMatchesTheGeneratedKernel) {
-#ifndef KILN_HAVE_OPENBLAS
-  GTEST_SKIP() << "OpenBLAS is not installed (scripts/install-deps.sh)";
-#endif
-  absl::StatusOr<ir::IRModule> module = ir::ParseModule(
-      "prim_func @mm(A: f32[m, 30], B: f32[20, 30], C: f32[m, 20], m: i64) {\n"
-      "  for i in range(0, m) serial {\n"
-      "    for j in range(0, 20) serial {\n"
-      "      C[i, j] = 0.0\n"
-      "      for k in range(0, 30) serial {\n"
-      "        C[i, j] = C[i, j] + A[i, k] * B[j, k]\n"
-      "      }\n"
-      "    }\n"
-      "  }\n"
-      "}\n");
-  ASSERT_TRUE(module.ok()) << module.status();
-  ir::Target target = *ir::ParseTarget(kTarget);
-  auto library = schedule::Schedule(*module, target, ChooseOpenBlas);
-  auto reference = schedule::Schedule(*module, target);
-  ASSERT_TRUE(library.ok() && reference.ok());
-  EXPECT_THAT(ir::ToString(*library), HasSubstr("cblas_sgemm(101, 111, 112"));
-  tune::MeasureOptions options;
-  options.target = target;
-  auto measured = tune::MeasureKernel(*library, *reference, "mm", {{"m", 70}}, options);
-  ASSERT_TRUE(measured.ok()) << measured.status();
-  EXPECT_TRUE(measured->ok) << measured->failure;
+// No ONNX op legalizes to a matmul reading A as [k, i] or B as [j, k] in place (Gemm's
+// transposes become transpose kernels first), so the kernels are written out, and the JIT
+// compares the library form with the generated one on random inputs.
+TEST_P(LibraryRuleTest, TransposedOperandsMatchTheGeneratedKernel) {
+  if (!CanRun(GetParam())) GTEST_SKIP() << GetParam() << " is not installed";
+  struct Case {
+    const char* a;
+    const char* b;
+    const char* a_load;
+    const char* b_load;
+    bool trans_a, trans_b;
+  };
+  for (const Case& c : {Case{"f32[m, 30]", "f32[20, 30]", "A[i, k]", "B[j, k]", false, true},
+                        Case{"f32[30, m]", "f32[30, 20]", "A[k, i]", "B[k, j]", true, false},
+                        Case{"f32[30, m]", "f32[20, 30]", "A[k, i]", "B[j, k]", true, true}}) {
+    SCOPED_TRACE(c.a_load + std::string(" ") + c.b_load);
+    absl::StatusOr<ir::IRModule> module = ir::ParseModule(
+        absl::StrCat("prim_func @mm(A: ", c.a, ", B: ", c.b, ", C: f32[m, 20], m: i64) {\n",
+                     "  for i in range(0, m) serial {\n"
+                     "    for j in range(0, 20) serial {\n"
+                     "      C[i, j] = 0.0\n"
+                     "      for k in range(0, 30) serial {\n"
+                     "        C[i, j] = C[i, j] + ",
+                     c.a_load, " * ", c.b_load,
+                     "\n"
+                     "      }\n"
+                     "    }\n"
+                     "  }\n"
+                     "}\n"));
+    ASSERT_TRUE(module.ok()) << module.status();
+    ir::Target target = *ir::ParseTarget(TargetWith(GetParam()));
+    auto library = schedule::Schedule(*module, target, Choose(GetParam()));
+    auto reference = schedule::Schedule(*module, target);
+    ASSERT_TRUE(library.ok() && reference.ok());
+    EXPECT_THAT(ir::ToString(*library), HasSubstr(SgemmCall(GetParam(), c.trans_a, c.trans_b)));
+    tune::MeasureOptions options;
+    options.target = target;
+    auto measured = tune::MeasureKernel(*library, *reference, "mm", {{"m", 70}}, options);
+    ASSERT_TRUE(measured.ok()) << measured.status();
+    EXPECT_TRUE(measured->ok) << measured->failure;
+  }
 }
 
-TEST(LibraryRuleTest, FusedBiasAndReluMatchTheInterpreter) {
+TEST_P(LibraryRuleTest, FusedBiasAndReluMatchTheInterpreter) {
   OnnxBuilder b;
   b.Input("a", {"m", 40});
   b.Input("w", {40, 24});
@@ -233,62 +292,223 @@ TEST(LibraryRuleTest, FusedBiasAndReluMatchTheInterpreter) {
   b.Node("Relu", {"biased"}, {"y"});
   b.Output("y", {"m", 24});
   std::string onnx = b.Serialize();
-  EXPECT_THAT(CompileWithOpenBlas(onnx).kernels, HasSubstr("fused_matmul_add_relu"));
-  ExpectMatchesInterpreter(onnx, "cblas_sgemm(",
+  EXPECT_THAT(CompileWith(onnx, TargetWith(GetParam()), Choose(GetParam())).kernels,
+              HasSubstr("fused_matmul_add_relu"));
+  ExpectMatchesInterpreter(GetParam(), onnx, SgemmCall(GetParam()),
                            {{Random({70, 40}, 11), Random({40, 24}, 12), Random({24}, 13)}},
                            {{70, 24}});
 }
 
-TEST(LibraryRuleTest, ArtifactNeedsOpenBlasAndItsManifestSaysSo) {
-  LibraryArtifact compiled = CompileWithOpenBlas(MatmulModel({"m", 8}, {8, 8}, {"m", 8}));
-  EXPECT_THAT(compiled.artifact.manifest_json, HasSubstr("\"libraries\": [\"openblas\"]"));
-  EXPECT_THAT(NeededLibraries(compiled.artifact.bytes), ::testing::Contains("libopenblas.so.0"));
+// x[n, c, h, w] * w[m, c, k, k] + bias, then relu; with a residual input added before the relu
+// when `residual`. n is symbolic.
+struct ConvCase {
+  std::string name;
+  int64_t c, m, h, w, k;
+  int64_t stride = 1, dilation = 1;
+  std::vector<int64_t> pads = {0, 0, 0, 0};  // top, left, bottom, right
+  bool residual = false;
+
+  int64_t OutDim(int64_t in, int64_t begin, int64_t end) const {
+    return (in + begin + end - dilation * (k - 1) - 1) / stride + 1;
+  }
+  std::vector<int64_t> OutShape(int64_t n) const {
+    return {n, m, OutDim(h, pads[0], pads[2]), OutDim(w, pads[1], pads[3])};
+  }
+
+  std::string Model() const {
+    OnnxBuilder b;
+    b.Input("x", {"n", c, h, w});
+    std::vector<float> weights(m * c * k * k), bias(m);
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(i % 13) / 13 - 0.4f;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 5) / 5 - 0.3f;
+    b.FloatInitializer("w", {m, c, k, k}, weights);
+    b.FloatInitializer("b", {m}, bias);
+    std::vector<int64_t> out = OutShape(1);
+    onnx::NodeProto& conv = b.Node("Conv", {"x", "w", "b"}, {"y"});
+    OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
+    OnnxBuilder::IntsAttr(conv, "dilations", {dilation, dilation});
+    OnnxBuilder::IntsAttr(conv, "pads", pads);
+    std::string before_relu = "y";
+    if (residual) {
+      b.Input("r", {"n", m, out[2], out[3]});
+      b.Node("Add", {"y", "r"}, {"s"});
+      before_relu = "s";
+    }
+    b.Node("Relu", {before_relu}, {"z"});
+    b.Output("z", {"n", m, out[2], out[3]});
+    return b.Serialize();
+  }
+
+  void ExpectMatchesInterpreter(const std::string& library, const std::string& call) const {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<ir::NDArray>> inputs;
+    std::vector<std::vector<int64_t>> shapes;
+    for (int64_t n : {1, 2}) {
+      inputs.push_back({Random({n, c, h, w}, 20 + n)});
+      if (residual) inputs.back().push_back(Random(OutShape(n), 30 + n));
+      shapes.push_back(OutShape(n));
+    }
+    testing::ExpectMatchesInterpreter(library, Model(), call, inputs, shapes);
+  }
+};
+
+// A pointwise conv is a matmul over the plane: weights as A, the input plane as B, in place.
+TEST_P(LibraryRuleTest, PointwiseConvsMatchTheInterpreter) {
+  ConvCase{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1}.ExpectMatchesInterpreter(
+      GetParam(), SgemmCall(GetParam()));
+  // 600 positions: two column blocks per image.
+  ConvCase{.name = "1x1_residual", .c = 16, .m = 70, .h = 20, .w = 30, .k = 1, .residual = true}
+      .ExpectMatchesInterpreter(GetParam(), SgemmCall(GetParam()));
+  LibraryArtifact compiled = CompileWith(ConvCase{"1x1", 7, 20, 6, 9, 1}.Model(),
+                                         TargetWith(GetParam()), Choose(GetParam()));
+  EXPECT_THAT(compiled.kernels, Not(HasSubstr("im2col")));
+}
+
+// Any other conv of one group gathers its input into im2col blocks.
+TEST_P(LibraryRuleTest, ConvsThroughIm2colMatchTheInterpreter) {
+  std::vector<ConvCase> cases = {
+      {.name = "3x3_pad1", .c = 5, .m = 19, .h = 11, .w = 11, .k = 3, .pads = {1, 1, 1, 1}},
+      {.name = "stride2_asymmetric_pads",
+       .c = 4,
+       .m = 13,
+       .h = 10,
+       .w = 15,
+       .k = 3,
+       .stride = 2,
+       .pads = {1, 0, 0, 2}},
+      {.name = "dilation2",
+       .c = 3,
+       .m = 17,
+       .h = 9,
+       .w = 13,
+       .k = 3,
+       .dilation = 2,
+       .pads = {2, 2, 2, 2}},
+      {.name = "stem_7x7_stride2",
+       .c = 3,
+       .m = 8,
+       .h = 23,
+       .w = 23,
+       .k = 7,
+       .stride = 2,
+       .pads = {3, 3, 3, 3}},
+      // 576 taps: blocks of 224 positions, two per image.
+      {.name = "3x3_wide_residual",
+       .c = 64,
+       .m = 10,
+       .h = 15,
+       .w = 15,
+       .k = 3,
+       .pads = {1, 1, 1, 1},
+       .residual = true},
+      // A 1x1 conv with stride 2 is not pointwise.
+      {.name = "1x1_stride2", .c = 6, .m = 9, .h = 8, .w = 8, .k = 1, .stride = 2},
+  };
+  for (const ConvCase& conv : cases) {
+    conv.ExpectMatchesInterpreter(GetParam(), SgemmCall(GetParam()));
+    EXPECT_THAT(CompileWith(conv.Model(), TargetWith(GetParam()), Choose(GetParam())).kernels,
+                HasSubstr("im2col"))
+        << conv.name;
+  }
+}
+
+TEST_P(LibraryRuleTest, ArtifactNeedsTheLibraryAndItsManifestSaysSo) {
+  const std::string library = GetParam();
+  const char* soname = library == "dnnl" ? "libdnnl.so.2" : "libopenblas.so.0";
+  const char* symbol = library == "dnnl" ? "dnnl_sgemm" : "cblas_sgemm";
+  LibraryArtifact compiled =
+      CompileWith(MatmulModel({"m", 8}, {8, 8}, {"m", 8}), TargetWith(library), Choose(library));
+  EXPECT_THAT(compiled.artifact.manifest_json, HasSubstr("\"libraries\": [\"" + library + "\"]"));
+  EXPECT_THAT(NeededLibraries(compiled.artifact.bytes), ::testing::Contains(soname));
   auto symbols = codegen::ListDynamicSymbols(compiled.artifact.bytes);
   ASSERT_TRUE(symbols.ok()) << symbols.status();
   bool imports_sgemm = false;
-  for (const codegen::DynamicSymbol& s : *symbols) imports_sgemm |= s.name == "cblas_sgemm";
+  for (const codegen::DynamicSymbol& s : *symbols) imports_sgemm |= s.name == symbol;
   EXPECT_TRUE(imports_sgemm);
   // The default schedule calls no library, and its artifact neither needs nor names one.
-  auto target = driver::ResolveTarget(kTarget);
+  auto target = driver::ResolveTarget(TargetWith(library));
   ASSERT_TRUE(target.ok()) << target.status();
   auto plain = driver::CompileModel(MatmulModel({"m", 8}, {8, 8}, {"m", 8}), *target, {}, nullptr);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_THAT(plain->manifest_json, Not(HasSubstr("\"libraries\": [")));
-  EXPECT_THAT(NeededLibraries(plain->bytes), Not(::testing::Contains("libopenblas.so.0")));
+  EXPECT_THAT(NeededLibraries(plain->bytes), Not(::testing::Contains(soname)));
 }
 
-TEST(LibraryRuleTest, OnlyTargetsWithTheLibraryOfferIt) {
-  std::string onnx = MatmulModel({"m", 8}, {8, 8}, {"m", 8});
-  for (const char* text : {"x86_64", "x86_64-v3", kTarget}) {
-    ir::Target target = *ir::ParseTarget(text);
-    auto fused = Lower(onnx, target, nullptr, "fuse_ops");
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    std::vector<schedule::TunableKernel> kernels = schedule::TunableKernels(*fused, target);
-    ASSERT_EQ(kernels.size(), 1u) << text;
-    const bool library = target.HasLibrary("openblas");
-    ASSERT_EQ(kernels[0].spaces.size(), library ? 2u : 1u) << text;
-    EXPECT_EQ(kernels[0].spaces[0].rule, "matmul") << "the default stays first";
-    if (library) EXPECT_EQ(kernels[0].spaces[1].rule, "openblas");
+// A matmul through OpenBLAS and a conv through oneDNN in one artifact: both needed, both named.
+TEST(LibraryRulesTest, AnArtifactMayCallBothLibraries) {
+  OnnxBuilder b;
+  b.Input("x", {"n", 4, 5, 5});
+  b.FloatInitializer("w", {6, 4, 3, 3}, std::vector<float>(6 * 4 * 9, 0.125f));
+  b.Input("m", {3, 7});
+  b.Node("Conv", {"x", "w"}, {"y"});
+  b.Node("MatMul", {"y", "m"}, {"z"});
+  b.Output("z", {"n", 6, 3, 7});
+  std::string onnx = b.Serialize();
+  schedule::ChooseTrace choose = [](const schedule::TunableKernel& kernel) {
+    return Choose(kernel.spaces.front().rule == "matmul" ? "openblas" : "dnnl")(kernel);
+  };
+  LibraryArtifact compiled =
+      CompileWith(onnx, "triple=x86_64-linux-gnu;libraries=openblas,dnnl", choose);
+  EXPECT_THAT(compiled.kernels, HasSubstr("dnnl_sgemm(")) << compiled.kernels;
+  EXPECT_THAT(compiled.kernels, HasSubstr("cblas_sgemm(")) << compiled.kernels;
+  EXPECT_THAT(compiled.artifact.manifest_json,
+              HasSubstr("\"libraries\": [\"dnnl\", \"openblas\"]"));
+  EXPECT_THAT(NeededLibraries(compiled.artifact.bytes),
+              ::testing::IsSupersetOf({"libdnnl.so.2", "libopenblas.so.0"}));
+  if (!CanRun("dnnl") || !CanRun("openblas")) GTEST_SKIP() << "a library is not installed";
+  std::unique_ptr<runtime::Model> model = LoadArtifact(compiled.artifact);
+  ASSERT_NE(model, nullptr);
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  std::vector<ir::NDArray> inputs = {Random({2, 4, 5, 5}, 1), Random({3, 7}, 2)};
+  auto expected = interp::Run(*module, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ir::NDArray out = ir::NDArray::Zeros(arith::DataType::Float(32), {2, 6, 3, 7});
+  ExpectClose(RunModel(*model, inputs, {out})[0], (*expected)[0], "both libraries");
+}
+
+// The tuner's spaces: the default rule's first, then each library the target has.
+TEST(LibraryRulesTest, OnlyTargetsWithTheLibraryOfferIt) {
+  std::string matmul = MatmulModel({"m", 8}, {8, 8}, {"m", 8});
+  std::string conv = ConvCase{"3x3", 4, 8, 9, 9, 3}.Model();
+  for (const auto& [onnx, rule] : {std::pair{matmul, "matmul"}, std::pair{conv, "conv"}}) {
+    for (const char* text :
+         {"x86_64", "x86_64-v3", kTarget, "triple=x86_64-linux-gnu;libraries=dnnl",
+          "triple=x86_64-linux-gnu;libraries=dnnl,openblas"}) {
+      ir::Target target = *ir::ParseTarget(text);
+      auto fused = Lower(onnx, target, nullptr, "fuse_ops");
+      ASSERT_TRUE(fused.ok()) << fused.status();
+      std::vector<schedule::TunableKernel> kernels = schedule::TunableKernels(*fused, target);
+      ASSERT_EQ(kernels.size(), 1u) << text;
+      std::vector<std::string> rules;
+      for (const schedule::SearchSpace& space : kernels[0].spaces) rules.push_back(space.rule);
+      std::vector<std::string> expected = {rule};
+      for (const char* library : {"openblas", "dnnl"}) {
+        if (target.HasLibrary(library)) expected.push_back(library);
+      }
+      EXPECT_EQ(rules, expected) << text;
+    }
   }
 }
 
-TEST(LibraryRuleTest, UnknownOrUnavailableLibrariesAreUserErrors) {
+TEST(LibraryRulesTest, UnknownOrUnavailableLibrariesAreUserErrors) {
   auto unknown = driver::ResolveTarget("triple=x86_64-linux-gnu;libraries=cublas");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(unknown.status().message(), HasSubstr("unknown library 'cublas'"));
   auto wasm = driver::ResolveTarget("triple=wasm32;libraries=openblas");
   EXPECT_EQ(wasm.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(wasm.status().message(), HasSubstr("not available for wasm32"));
+  auto riscv = driver::ResolveTarget("triple=riscv64-linux-gnu;libraries=dnnl");
+  EXPECT_EQ(riscv.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(riscv.status().message(), HasSubstr("library 'dnnl' is not available for riscv64"));
 }
 
 // The tuner's measurement: the library form against the default form, in the JIT.
-TEST(LibraryRuleTest, TheJitMeasuresTheLibraryForm) {
-#ifndef KILN_HAVE_OPENBLAS
-  GTEST_SKIP() << "OpenBLAS is not installed (scripts/install-deps.sh)";
-#endif
+TEST_P(LibraryRuleTest, TheJitMeasuresTheLibraryForm) {
+  if (!CanRun(GetParam())) GTEST_SKIP() << GetParam() << " is not installed";
   std::string onnx = MatmulModel({"m", 96}, {96, 40}, {"m", 40});
-  ir::Target target = *ir::ParseTarget(kTarget);
-  auto library = Lower(onnx, target, ChooseOpenBlas, "schedule");
+  ir::Target target = *ir::ParseTarget(TargetWith(GetParam()));
+  auto library = Lower(onnx, target, Choose(GetParam()), "schedule");
   auto reference = Lower(onnx, target, nullptr, "schedule");
   ASSERT_TRUE(library.ok() && reference.ok()) << library.status() << reference.status();
   std::string kernel;
