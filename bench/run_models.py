@@ -4,6 +4,7 @@
     bench/run_models.py [--models NAME ...] [--threads 1 2] [--runs 20] [--per-round 5]
                         [--work DIR] [--kiln build/client/kiln] [--target x86_64]
                         [--tune TRIALS_PER_KERNEL [--tuning-cache DIR] [--tune-threads N]]
+                        [--libraries openblas,dnnl]
 
 For each model: generate it (tests/models/generate_models.py --size bench), compile it with
 `kiln compile`, write one set of random inputs as .npy, run both once and compare outputs,
@@ -14,7 +15,8 @@ With --tune, each model is first tuned (`kiln tune`, its symbolic dims at the va
 with) into the tuning database of --tuning-cache and compiled from its records; a second table
 gives the tuning time and trials. With --tune-threads N, the target is the preset's description
 with threads=N: kernels are tuned on N threads (records of their own) and artifacts start
-with N threads.
+with N threads. With --libraries, the target's description names those libraries, so the
+tuner measures their calls against the generated kernels.
 Timings on a shared machine are noisy: compare within one run, never across runs.
 """
 import argparse
@@ -227,11 +229,18 @@ def main():
                         help="folder of the tuning database (kiln.db)")
     parser.add_argument("--tune-threads", type=int, default=0,
                         help="tune (and start artifacts) on N threads: the preset with threads=N")
+    parser.add_argument("--libraries", default="",
+                        help="libraries the target has (openblas,dnnl): the preset with "
+                             "libraries=..., so the tuner may pick a library's call")
     args = parser.parse_args()
     args.compile_target = args.target
-    if args.tune_threads:
+    if args.tune_threads or args.libraries:
         presets = dict(line.split("\t", 1) for line in run([args.kiln, "targets"]).splitlines())
-        args.compile_target = f"{presets[args.target]};threads={args.tune_threads}"
+        args.compile_target = presets[args.target]
+        if args.tune_threads:
+            args.compile_target += f";threads={args.tune_threads}"
+        if args.libraries:
+            args.compile_target += f";libraries={args.libraries}"
 
     if not os.path.exists(os.path.join(BENCH_DIR, "node_modules/onnxruntime-node")):
         sys.exit("run bench/install_ort.sh first")
