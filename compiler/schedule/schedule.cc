@@ -7,6 +7,7 @@
 #include "compiler/schedule/conv_rule.h"
 #include "compiler/schedule/reduce_rule.h"
 #include "compiler/schedule/rules.h"
+#include "compiler/schedule/winograd_rule.h"
 
 namespace kiln::schedule {
 namespace {
@@ -97,6 +98,9 @@ std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& targe
   }
   if (std::optional<SearchSpace> conv = ConvSpace(body, target)) {
     std::vector<SearchSpace> spaces = {*std::move(conv)};
+    if (std::optional<SearchSpace> wino = WinogradSpace(body, target, constant_of)) {
+      spaces.push_back(*std::move(wino));
+    }
     for (SearchSpace& library : LibrarySpaces(body, target)) spaces.push_back(std::move(library));
     return spaces;
   }
@@ -139,6 +143,7 @@ ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
   std::optional<ScheduledKernel> rule;
   if (trace.rule == "matmul") rule = ScheduleMatmul(func.body, target, constant_of, trace);
   if (trace.rule == "rows") rule = ScheduleRows(func.body, target, trace);
+  if (trace.rule == "winograd") rule = ScheduleWinograd(func.body, target, constant_of, trace);
   if (!trace.rule.empty() && !rule) rule = ScheduleAsLibraryCall(func.body, target, trace.rule);
   // A conv's own trace, or the matmul rule's for a pointwise conv.
   if (!rule && (trace.rule == "conv" || trace.rule == "matmul")) {

@@ -1,0 +1,297 @@
+// The Winograd rule, end to end: 3x3 stride-1 convolutions (pad 1 and 0, odd and even planes,
+// channel counts no multiple of the vector block, with bias + relu or a residual add) compiled
+// with the rule's traces, run through the runtime on one and three threads and on batches of
+// 1 and 2, compared with the reference interpreter; and the kernels the rule is offered for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/driver/driver.h"
+#include "compiler/driver/manifest.h"
+#include "compiler/driver/pipeline.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/schedule/schedule.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/schedule_check.h"
+
+namespace kiln::testing {
+namespace {
+
+std::vector<float> RandomValues(int64_t count, int seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(count);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+ir::NDArray Random(std::vector<int64_t> shape, int seed) {
+  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
+  std::vector<float> v = RandomValues(a.num_elements(), seed);
+  for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, v[i]);
+  return a;
+}
+
+// x[n, c, h, w] * w[m, c, k, k] + bias, then relu; a residual input added before the relu
+// when `residual`. The batch is symbolic.
+struct ConvCase {
+  std::string name;
+  int64_t c, m, h, w;
+  int64_t pad = 1, k = 3, stride = 1;
+  bool residual = false;
+  bool constant_weights = true;
+  bool symbolic_plane = false;  // input and output planes "h" x "w" (pad 1 only)
+
+  int64_t OutDim(int64_t in) const { return (in + 2 * pad - k) / stride + 1; }
+  std::vector<int64_t> OutShape(int64_t batch) const { return {batch, m, OutDim(h), OutDim(w)}; }
+
+  std::string Model() const {
+    OnnxBuilder b;
+    if (symbolic_plane) {
+      b.Input("x", {"n", c, "h", "w"});
+    } else {
+      b.Input("x", {"n", c, h, w});
+    }
+    if (constant_weights) {
+      b.FloatInitializer("w", {m, c, k, k}, RandomValues(m * c * k * k, 11));
+    } else {
+      b.Input("w", {m, c, k, k});
+    }
+    b.FloatInitializer("b", {m}, RandomValues(m, 12));
+    onnx::NodeProto& conv = b.Node("Conv", {"x", "w", "b"}, {"y"});
+    OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
+    OnnxBuilder::IntsAttr(conv, "pads", {pad, pad, pad, pad});
+    std::string before_relu = "y";
+    if (residual) {
+      if (symbolic_plane) {
+        b.Input("r", {"n", m, "h", "w"});
+      } else {
+        b.Input("r", {"n", m, OutDim(h), OutDim(w)});
+      }
+      b.Node("Add", {"y", "r"}, {"s"});
+      before_relu = "s";
+    }
+    b.Node("Relu", {before_relu}, {"z"});
+    if (symbolic_plane) {
+      b.Output("z", {"n", m, "h", "w"});
+    } else {
+      b.Output("z", {"n", m, OutDim(h), OutDim(w)});
+    }
+    return b.Serialize();
+  }
+
+  std::vector<ir::NDArray> Inputs(int64_t batch) const {
+    std::vector<ir::NDArray> inputs = {Random({batch, c, h, w}, 1)};
+    if (residual) inputs.push_back(Random(OutShape(batch), 2));
+    return inputs;
+  }
+};
+
+std::vector<ConvCase> Cases() {
+  return {
+      {.name = "pad1_7x7", .c = 9, .m = 3, .h = 7, .w = 7},
+      {.name = "pad1_8x8_residual", .c = 17, .m = 20, .h = 8, .w = 8, .residual = true},
+      {.name = "pad0_5x9", .c = 17, .m = 3, .h = 5, .w = 9, .pad = 0},
+      {.name = "pad0_8x8", .c = 11, .m = 17, .h = 8, .w = 8, .pad = 0},
+      {.name = "pad1_5x9_residual", .c = 8, .m = 13, .h = 5, .w = 9, .residual = true},
+      // A plane known only at run time, odd.
+      {.name = "pad1_symbolic_9x7",
+       .c = 17,
+       .m = 9,
+       .h = 9,
+       .w = 7,
+       .residual = true,
+       .symbolic_plane = true},
+      // Several blocks of tiles per image (98 tiles), and deep enough to tell the sums apart.
+      {.name = "pad1_14x14_deep", .c = 64, .m = 64, .h = 14, .w = 14, .residual = true},
+  };
+}
+
+ir::Target ResolvedTarget(const std::string& name) {
+  auto target = driver::ResolveTarget(name);
+  EXPECT_TRUE(target.ok()) << target.status();
+  return target.ok() ? *target : ir::Target{};
+}
+
+// The model after fusion: its kernels as the schedule pass gets them.
+ir::IRModule Fused(const std::string& onnx, const ir::Target& target) {
+  auto module = driver::ImportModel(onnx);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  auto fused = driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", &target);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  return fused.ok() ? *std::move(fused) : ir::IRModule{};
+}
+
+// The conv kernel's search spaces, as TunableKernels lists them.
+std::vector<schedule::SearchSpace> ConvSpaces(const ConvCase& conv, const ir::Target& target) {
+  for (const schedule::TunableKernel& k :
+       schedule::TunableKernels(Fused(conv.Model(), target), target)) {
+    if (k.kernel.rfind("fused_conv", 0) == 0) return k.spaces;
+  }
+  ADD_FAILURE() << "no tunable conv kernel";
+  return {};
+}
+
+std::optional<schedule::SearchSpace> WinogradSpaceOf(const ConvCase& conv,
+                                                     const ir::Target& target) {
+  for (schedule::SearchSpace& space : ConvSpaces(conv, target)) {
+    if (space.rule == "winograd") return space;
+  }
+  return std::nullopt;
+}
+
+// A model compiled with every tunable kernel built by `trace`: the kernels as scheduled, and
+// the artifact loaded.
+struct TracedModel {
+  std::string kernels;
+  std::unique_ptr<runtime::Model> model;
+};
+
+TracedModel CompileWithTrace(const std::string& onnx, const ir::Target& target,
+                             const std::optional<schedule::Trace>& trace) {
+  TracedModel out;
+  auto imported = driver::ImportModel(onnx);
+  EXPECT_TRUE(imported.ok()) << imported.status();
+  if (!imported.ok()) return out;
+  const ir::Function main = imported->functions.at("main");
+  ir::IRModule module = *std::move(imported);
+  ir::PassContext context;
+  context.target = target;
+  auto choose = [&](const schedule::TunableKernel&) { return trace; };
+  for (const driver::Pass& pass : driver::Pipeline()) {
+    auto next = pass.name == "schedule" ? schedule::Schedule(std::move(module), target, choose)
+                                        : pass.run(std::move(module), context);
+    EXPECT_TRUE(next.ok()) << pass.name << ": " << next.status();
+    if (!next.ok()) return out;
+    module = *std::move(next);
+    absl::Status verified = ir::VerifyModule(module);
+    EXPECT_TRUE(verified.ok()) << pass.name << ": " << verified;
+    if (pass.name == "schedule") out.kernels = ir::ToString(module);
+  }
+  auto so = codegen::BuildSharedObject(module, driver::SignatureText(main), target);
+  EXPECT_TRUE(so.ok()) << so.status();
+  if (!so.ok()) return out;
+  driver::Artifact artifact;
+  artifact.bytes = *std::move(so);
+  out.model = LoadArtifact(artifact);
+  return out;
+}
+
+ir::NDArray RunOn(runtime::Model& model, const ConvCase& conv, int64_t batch, int threads) {
+  std::string error;
+  EXPECT_TRUE(model.SetNumThreads(threads, &error)) << error;
+  return RunModel(model, conv.Inputs(batch),
+                  {ir::NDArray::Zeros(arith::DataType::Float(32), conv.OutShape(batch))})[0];
+}
+
+class ScheduleWinogradTest : public ::testing::TestWithParam<std::string> {};
+
+// The rule takes a 3x3 stride-1 conv with constant weights: its space is offered beside the
+// conv rule's, and the kernel it builds reads the transformed weights, packed at compile time.
+TEST_P(ScheduleWinogradTest, RuleTakesA3x3Stride1ConvWithTransformedWeights) {
+  ir::Target target = ResolvedTarget(GetParam());
+  const ConvCase conv = Cases()[0];
+  std::vector<schedule::SearchSpace> spaces = ConvSpaces(conv, target);
+  ASSERT_GE(spaces.size(), 2u);
+  EXPECT_EQ(spaces[0].rule, "conv");
+  std::optional<schedule::SearchSpace> space = WinogradSpaceOf(conv, target);
+  ASSERT_TRUE(space.has_value());
+  std::vector<std::string> knobs;
+  for (const schedule::Knob& knob : space->knobs) knobs.push_back(knob.name);
+  EXPECT_EQ(knobs, (std::vector<std::string>{"tiles_per_task", "tile_cols", "tile_vectors"}));
+  TracedModel traced = CompileWithTrace(conv.Model(), target, space->Default());
+  EXPECT_NE(traced.kernels.find("w_wino: f32[16,"), std::string::npos) << traced.kernels;
+  EXPECT_NE(traced.kernels.find("parallel"), std::string::npos) << traced.kernels;
+  // The default schedule is still the conv rule's.
+  TracedModel plain = CompileWithTrace(conv.Model(), target, std::nullopt);
+  EXPECT_EQ(plain.kernels.find("w_wino"), std::string::npos) << plain.kernels;
+}
+
+// Strided, 5x5, pointwise, run-time-weight convs and those of few input channels are not
+// offered the rule.
+TEST_P(ScheduleWinogradTest, OtherConvsAreNotOffered) {
+  ir::Target target = ResolvedTarget(GetParam());
+  for (const ConvCase& conv :
+       {ConvCase{.name = "stride2", .c = 16, .m = 8, .h = 9, .w = 9, .stride = 2},
+        ConvCase{.name = "5x5", .c = 16, .m = 8, .h = 9, .w = 9, .pad = 2, .k = 5},
+        ConvCase{.name = "1x1", .c = 16, .m = 8, .h = 9, .w = 9, .pad = 0, .k = 1},
+        ConvCase{.name = "few_input_channels", .c = 5, .m = 19, .h = 11, .w = 11},
+        ConvCase{.name = "runtime_weights",
+        .c = 4,
+        .m = 8,
+        .h = 9,
+        .w = 9,
+        .constant_weights = false}}) {
+    SCOPED_TRACE(conv.name);
+    EXPECT_FALSE(WinogradSpaceOf(conv, target).has_value());
+  }
+}
+
+// Each knob at each of its choices, the others at their defaults: the kernel matches the
+// interpreter on batches of 1 and 2, on one and three threads.
+TEST_P(ScheduleWinogradTest, EveryKnobChoiceMatchesTheInterpreter) {
+  ir::Target target = ResolvedTarget(GetParam());
+  for (const ConvCase& conv : Cases()) {
+    SCOPED_TRACE(conv.name);
+    std::optional<schedule::SearchSpace> space = WinogradSpaceOf(conv, target);
+    ASSERT_TRUE(space.has_value());
+    std::string onnx = conv.Model();
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    std::vector<ir::NDArray> expected;
+    for (int64_t batch : {1, 2}) {
+      auto run = interp::Run(*module, conv.Inputs(batch));
+      ASSERT_TRUE(run.ok()) << run.status();
+      expected.push_back((*run)[0]);
+    }
+    for (size_t knob = 0; knob < space->knobs.size(); ++knob) {
+      for (int64_t choice : space->knobs[knob].choices) {
+        schedule::Trace trace = space->Default();
+        trace.decisions[knob].value = choice;
+        SCOPED_TRACE(trace.ToJson());
+        TracedModel traced = CompileWithTrace(onnx, target, trace);
+        ASSERT_NE(traced.model, nullptr);
+        ASSERT_NE(traced.kernels.find("w_wino"), std::string::npos);
+        for (int64_t batch : {1, 2}) {
+          for (int threads : {1, 3}) {
+            ExpectClose(RunOn(*traced.model, conv, batch, threads), expected[batch - 1],
+                        "batch=" + std::to_string(batch) + " threads=" + std::to_string(threads));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tuner keeps a candidate whose outputs match the default schedule's within rtol 1e-4,
+// atol 1e-5: the Winograd kernel does, on a deep conv.
+TEST_P(ScheduleWinogradTest, MatchesTheDefaultScheduleWithinTheTunersTolerance) {
+  ir::Target target = ResolvedTarget(GetParam());
+  const ConvCase conv = Cases().back();
+  std::optional<schedule::SearchSpace> space = WinogradSpaceOf(conv, target);
+  ASSERT_TRUE(space.has_value());
+  TracedModel wino = CompileWithTrace(conv.Model(), target, space->Default());
+  TracedModel plain = CompileWithTrace(conv.Model(), target, std::nullopt);
+  ASSERT_NE(wino.model, nullptr);
+  ASSERT_NE(plain.model, nullptr);
+  ir::NDArray a = RunOn(*wino.model, conv, 2, 1), b = RunOn(*plain.model, conv, 2, 1);
+  ASSERT_EQ(a.shape, b.shape);
+  int bad = 0;
+  for (int64_t i = 0; i < a.num_elements() && bad < 5; ++i) {
+    double x = a.GetDouble(i), y = b.GetDouble(i);
+    if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
+      ADD_FAILURE() << "element " << i << " is " << x << ", the default schedule's " << y;
+      ++bad;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, ScheduleWinogradTest, ::testing::Values("x86_64", "x86_64-v3"));
+
+}  // namespace
+}  // namespace kiln::testing
