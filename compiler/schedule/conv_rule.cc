@@ -24,7 +24,8 @@
 // Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
 // take (depthwise, small groups) the row form (RowConv). The tile's shape, the input-channel
 // blocks and the parallel split of both forms are knobs (ConvKnobs, ConvSpace), at the
-// values described here by default.
+// values described here by default, except that with weights packed at compile time the
+// (ocb, oh) pairs form one parallel loop (parallel_blocks).
 #include "compiler/schedule/conv_rule.h"
 
 #include <functional>
@@ -242,8 +243,10 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //  - channel_block: input channels per reduction block, all taps summed over one block before
 //    the next, so the block's input rows stay in L1 across the taps; 0 (all of them) by default.
 //  - parallel_blocks: run (output channel block, row) pairs in parallel rather than the rows
-//    of one block at a time: more tasks on a small plane. Only with weights packed at compile
-//    time (a block packed at run time is shared by its rows).
+//    of one block at a time: more tasks on a small plane, and one parallel loop per conv
+//    instead of one per block. On by default: resnet18's 7-row convs split 4 + 3 rows over two
+//    threads, block after block, and ran 1.6x faster than on one thread, 2x with pairs. Only
+//    with weights packed at compile time (a block packed at run time is shared by its rows).
 // The row form's:
 //  - unroll_taps: sum a few taps (at most kMaxUnrolledTaps) unrolled, or in register tiles.
 //  - row_vectors: vectors of output columns per register tile (L = row_vectors * lanes).
@@ -252,7 +255,7 @@ struct ConvKnobs {
   int64_t tile_cols = 6;
   int64_t tile_vectors = 2;
   int64_t channel_block = 0;
-  bool parallel_blocks = false;
+  bool parallel_blocks = true;
   bool unroll_taps = true;
   int64_t row_vectors = 2;
   bool parallel_rows = false;
@@ -276,7 +279,7 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
   k.tile_cols = InRange(t.Get("tile_cols", cols), kMaxKnobTileColumns, cols);
   k.tile_vectors = InRange(t.Get("tile_vectors", 2), kMaxKnobVectors, 2);
   k.channel_block = std::max<int64_t>(0, t.Get("channel_block", 0));
-  k.parallel_blocks = t.Get("parallel_blocks", 0) != 0;
+  k.parallel_blocks = t.Get("parallel_blocks", k.parallel_blocks) != 0;
   k.unroll_taps = t.Get("unroll_taps", 1) != 0;
   k.row_vectors = InRange(t.Get("row_vectors", 2), kMaxKnobVectors, 2);
   k.parallel_rows = t.Get("parallel_rows", 0) != 0;
@@ -997,7 +1000,7 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target) {
           {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
            {"tile_vectors", Choices(2, {1, 4}, takes)},
            {"channel_block", Choices(0, {16, 32, 64, 8}, splits)},
-           {"parallel_blocks", {0, 1}}}};
+           {"parallel_blocks", {1, 0}}}};
 }
 
 // The row form's knobs: whether few taps are unrolled, else the register tile's width.

@@ -1,5 +1,6 @@
-// The runtime's thread pool and KilnEnv::parallel_for: every index runs exactly once, ranges
-// really run on several threads, nested calls and failures behave as the ABI says.
+// The runtime's thread pool and KilnEnv::parallel_for: every index runs exactly once, chunks
+// really run on several threads, a late thread's range is taken over, nested calls and
+// failures behave as the ABI says.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,8 +16,8 @@
 namespace kiln::runtime {
 namespace {
 
-// Counts how often each index ran and on which threads; each range waits until `wait_for`
-// ranges have started, which only several threads can satisfy.
+// Counts how often each index ran and on which threads; each chunk waits until `wait_for`
+// chunks have started, which only several threads can satisfy.
 struct Coverage {
   explicit Coverage(int64_t n) : counts(n) {}
   std::vector<std::atomic<int>> counts;
@@ -42,12 +43,50 @@ TEST(ThreadPoolTest, EveryIndexRunsOnceOnSeveralThreads) {
   ThreadPool pool(4);
   for (int64_t n : {2, 3, 4, 5, 7, 100, 1001}) {
     Coverage c(n);
-    c.wait_for = 2;  // at least two ranges in flight at once
+    // Every thread blocks in its first chunk until all have one: each runs part of the job.
+    c.wait_for = static_cast<int>(std::min<int64_t>(n, 4));
     ASSERT_EQ(pool.ParallelFor(n, &Coverage::Task, &c), 0) << n;
     for (int64_t i = 0; i < n; ++i)
       EXPECT_EQ(c.counts[i].load(), 1) << "index " << i << " of " << n;
     EXPECT_EQ(c.threads.size(), static_cast<size_t>(std::min<int64_t>(n, 4))) << n;
   }
+}
+
+TEST(ThreadPoolTest, EveryIndexRunsOnceForAnyCountAndThreads) {
+  for (int32_t threads = 1; threads <= 5; ++threads) {
+    ThreadPool pool(threads);
+    for (int64_t n = 0; n <= 100; ++n) {
+      Coverage c(n);
+      ASSERT_EQ(pool.ParallelFor(n, &Coverage::Task, &c), 0) << n;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(c.counts[i].load(), 1) << "index " << i << " of " << n << ", " << threads;
+    }
+  }
+}
+
+// The worker stalls in its first chunk; the caller, done with its own range, takes the rest
+// of the worker's.
+struct Stall {
+  std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> on_caller{0};
+  std::atomic<bool> stalled{false};
+
+  static int32_t Task(void* self, int64_t begin, int64_t end) {
+    auto* s = static_cast<Stall*>(self);
+    if (std::this_thread::get_id() == s->caller) {
+      s->on_caller += end - begin;
+    } else if (!s->stalled.exchange(true)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 0;
+  }
+};
+
+TEST(ThreadPoolTest, ALateThreadsRangeIsTakenOver) {
+  ThreadPool pool(2);
+  Stall s;
+  ASSERT_EQ(pool.ParallelFor(64, &Stall::Task, &s), 0);
+  EXPECT_GT(s.on_caller.load(), 32);  // its own half and most of the worker's
 }
 
 TEST(ThreadPoolTest, OneThreadRunsOnTheCaller) {
@@ -98,9 +137,10 @@ TEST(ThreadPoolTest, NestedCallsRunSeriallyOnTheirThread) {
 int32_t FailAtSeven(void*, int64_t begin, int64_t end) { return begin <= 7 && 7 < end ? 3 : 0; }
 
 TEST(ThreadPoolTest, AFailedRangeIsTheResult) {
-  for (int32_t threads : {1, 2, 4}) {
+  for (int32_t threads : {1, 2, 3, 4, 5}) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.ParallelFor(20, &FailAtSeven, nullptr), 3) << threads;
+    EXPECT_EQ(pool.ParallelFor(1000, &FailAtSeven, nullptr), 3) << threads;
     EXPECT_EQ(pool.ParallelFor(5, &FailAtSeven, nullptr), 0) << threads;
   }
 }
