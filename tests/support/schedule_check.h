@@ -1,6 +1,6 @@
-// For tests of the schedule rules: a model's scheduled kernels as text, and the model compiled
-// for a target and run on a chosen number of threads, to compare with the reference
-// interpreter.
+// For tests of the schedule rules: a model's scheduled kernels as text, the model compiled
+// for a target (with its default schedules or with one trace for every tunable kernel) and run
+// on a chosen number of threads, to compare with the reference interpreter; random inputs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,11 +8,17 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/codegen.h"
 #include "compiler/driver/driver.h"
+#include "compiler/driver/manifest.h"
 #include "compiler/driver/pipeline.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/schedule/schedule.h"
 #include "tests/support/artifact.h"
 
 namespace kiln::testing {
@@ -61,6 +67,76 @@ inline void ExpectClose(const ir::NDArray& actual, const ir::NDArray& expected,
       ++bad;
     }
   }
+}
+
+// The model after fusion: its kernels as the schedule pass gets them.
+inline ir::IRModule Fused(const std::string& onnx, const ir::Target& target) {
+  auto module = driver::ImportModel(onnx);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  auto fused = driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", &target);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  return fused.ok() ? *std::move(fused) : ir::IRModule{};
+}
+
+// `count` floats uniform in [-1, 1), the same for the same seed.
+inline std::vector<float> RandomValues(int64_t count, int seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(count);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// An f32 array of `shape` filled with RandomValues.
+inline ir::NDArray RandomArray(std::vector<int64_t> shape, int seed) {
+  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
+  std::vector<float> v = RandomValues(a.num_elements(), seed);
+  for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, v[i]);
+  return a;
+}
+
+inline ir::Target ResolvedTarget(const std::string& name) {
+  auto target = driver::ResolveTarget(name);
+  EXPECT_TRUE(target.ok()) << target.status();
+  return target.ok() ? *target : ir::Target{};
+}
+
+// A model compiled with every tunable kernel built by one trace (nullopt: the default
+// schedules): the kernels as scheduled, and the artifact loaded.
+struct TracedModel {
+  std::string kernels;
+  std::unique_ptr<runtime::Model> model;
+};
+
+inline TracedModel CompileWithTrace(const std::string& onnx, const ir::Target& target,
+                                    const std::optional<schedule::Trace>& trace) {
+  TracedModel out;
+  auto imported = driver::ImportModel(onnx);
+  EXPECT_TRUE(imported.ok()) << imported.status();
+  if (!imported.ok()) return out;
+  const ir::Function main = imported->functions.at("main");
+  ir::IRModule module = *std::move(imported);
+  ir::PassContext context;
+  context.target = target;
+  auto choose = [&](const schedule::TunableKernel&) { return trace; };
+  for (const driver::Pass& pass : driver::Pipeline()) {
+    auto next = pass.name == "schedule" ? schedule::Schedule(std::move(module), target, choose)
+                                        : pass.run(std::move(module), context);
+    EXPECT_TRUE(next.ok()) << pass.name << ": " << next.status();
+    if (!next.ok()) return out;
+    module = *std::move(next);
+    absl::Status verified = ir::VerifyModule(module);
+    EXPECT_TRUE(verified.ok()) << pass.name << ": " << verified;
+    if (pass.name == "schedule") out.kernels = ir::ToString(module);
+  }
+  auto so = codegen::BuildSharedObject(module, driver::SignatureText(main), target);
+  EXPECT_TRUE(so.ok()) << so.status();
+  if (!so.ok()) return out;
+  driver::Artifact artifact;
+  artifact.bytes = *std::move(so);
+  out.model = LoadArtifact(artifact);
+  return out;
 }
 
 }  // namespace kiln::testing

@@ -23,6 +23,7 @@
 #include "compiler/ir/verifier.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/tune/measure.h"
+#include "tests/support/conv_case.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/schedule_check.h"
 
@@ -63,14 +64,6 @@ bool CanRun(const std::string& library) {
 #else
   return false;
 #endif
-}
-
-ir::NDArray Random(std::vector<int64_t> shape, int seed) {
-  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-1, 1);
-  for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, dist(rng));
-  return a;
 }
 
 // The tuner's choice of `library`'s form for every kernel that offers it.
@@ -211,18 +204,18 @@ std::string MatmulModel(std::vector<Dim> a, std::vector<Dim> b, std::vector<Dim>
 // 150 rows are three tasks of up to 64 rows; 1100 columns three of up to 512.
 TEST_P(LibraryRuleTest, StaticShapesMatchTheInterpreter) {
   ExpectMatchesInterpreter(GetParam(), MatmulModel({150, 300}, {300, 70}, {150, 70}),
-                           SgemmCall(GetParam()), {{Random({150, 300}, 1), Random({300, 70}, 2)}},
-                           {{150, 70}});
+                           SgemmCall(GetParam()),
+                           {{RandomArray({150, 300}, 1), RandomArray({300, 70}, 2)}}, {{150, 70}});
   ExpectMatchesInterpreter(GetParam(), MatmulModel({3, 20}, {20, 1100}, {3, 1100}),
-                           SgemmCall(GetParam()), {{Random({3, 20}, 1), Random({20, 1100}, 2)}},
-                           {{3, 1100}});
+                           SgemmCall(GetParam()),
+                           {{RandomArray({3, 20}, 1), RandomArray({20, 1100}, 2)}}, {{3, 1100}});
 }
 
 TEST_P(LibraryRuleTest, SymbolicRowsMatchTheInterpreter) {
   std::vector<std::vector<ir::NDArray>> inputs;
   std::vector<std::vector<int64_t>> shapes;
   for (int64_t m : {1, 13, 64, 130}) {
-    inputs.push_back({Random({m, 45}, 3), Random({45, 19}, 4)});
+    inputs.push_back({RandomArray({m, 45}, 3), RandomArray({45, 19}, 4)});
     shapes.push_back({m, 19});
   }
   ExpectMatchesInterpreter(GetParam(), MatmulModel({"m", 45}, {45, 19}, {"m", 19}),
@@ -231,12 +224,12 @@ TEST_P(LibraryRuleTest, SymbolicRowsMatchTheInterpreter) {
 
 TEST_P(LibraryRuleTest, BatchedMatmulsMatchTheInterpreter) {
   // Both operands batched, and a shared B broadcast over A's batch.
-  ExpectMatchesInterpreter(GetParam(), MatmulModel({3, "m", 7}, {3, 7, 11}, {3, "m", 11}),
-                           SgemmCall(GetParam()), {{Random({3, 70, 7}, 5), Random({3, 7, 11}, 6)}},
-                           {{3, 70, 11}});
+  ExpectMatchesInterpreter(
+      GetParam(), MatmulModel({3, "m", 7}, {3, 7, 11}, {3, "m", 11}), SgemmCall(GetParam()),
+      {{RandomArray({3, 70, 7}, 5), RandomArray({3, 7, 11}, 6)}}, {{3, 70, 11}});
   ExpectMatchesInterpreter(GetParam(), MatmulModel({2, "m", 5}, {5, 19}, {2, "m", 19}),
-                           SgemmCall(GetParam()), {{Random({2, 9, 5}, 7), Random({5, 19}, 8)}},
-                           {{2, 9, 19}});
+                           SgemmCall(GetParam()),
+                           {{RandomArray({2, 9, 5}, 7), RandomArray({5, 19}, 8)}}, {{2, 9, 19}});
 }
 
 // No ONNX op legalizes to a matmul reading A as [k, i] or B as [j, k] in place (Gemm's
@@ -294,71 +287,35 @@ TEST_P(LibraryRuleTest, FusedBiasAndReluMatchTheInterpreter) {
   std::string onnx = b.Serialize();
   EXPECT_THAT(CompileWith(onnx, TargetWith(GetParam()), Choose(GetParam())).kernels,
               HasSubstr("fused_matmul_add_relu"));
-  ExpectMatchesInterpreter(GetParam(), onnx, SgemmCall(GetParam()),
-                           {{Random({70, 40}, 11), Random({40, 24}, 12), Random({24}, 13)}},
-                           {{70, 24}});
+  ExpectMatchesInterpreter(
+      GetParam(), onnx, SgemmCall(GetParam()),
+      {{RandomArray({70, 40}, 11), RandomArray({40, 24}, 12), RandomArray({24}, 13)}}, {{70, 24}});
 }
 
-// x[n, c, h, w] * w[m, c, k, k] + bias, then relu; with a residual input added before the relu
-// when `residual`. n is symbolic.
-struct ConvCase {
-  std::string name;
-  int64_t c, m, h, w, k;
-  int64_t stride = 1, dilation = 1;
-  std::vector<int64_t> pads = {0, 0, 0, 0};  // top, left, bottom, right
-  bool residual = false;
-
-  int64_t OutDim(int64_t in, int64_t begin, int64_t end) const {
-    return (in + begin + end - dilation * (k - 1) - 1) / stride + 1;
+// The conv, compiled with `library`'s trace, calls it and matches the interpreter at batches
+// 1 and 2.
+void ExpectConvMatchesInterpreter(const ConvCase& conv, const std::string& library,
+                                  const std::string& call) {
+  SCOPED_TRACE(conv.name);
+  std::vector<std::vector<ir::NDArray>> inputs;
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t n : {1, 2}) {
+    inputs.push_back({RandomArray({n, conv.c, conv.h, conv.w}, 20 + n)});
+    if (conv.residual) inputs.back().push_back(RandomArray(conv.OutShape(n), 30 + n));
+    shapes.push_back(conv.OutShape(n));
   }
-  std::vector<int64_t> OutShape(int64_t n) const {
-    return {n, m, OutDim(h, pads[0], pads[2]), OutDim(w, pads[1], pads[3])};
-  }
-
-  std::string Model() const {
-    OnnxBuilder b;
-    b.Input("x", {"n", c, h, w});
-    std::vector<float> weights(m * c * k * k), bias(m);
-    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(i % 13) / 13 - 0.4f;
-    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 5) / 5 - 0.3f;
-    b.FloatInitializer("w", {m, c, k, k}, weights);
-    b.FloatInitializer("b", {m}, bias);
-    std::vector<int64_t> out = OutShape(1);
-    onnx::NodeProto& conv = b.Node("Conv", {"x", "w", "b"}, {"y"});
-    OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
-    OnnxBuilder::IntsAttr(conv, "dilations", {dilation, dilation});
-    OnnxBuilder::IntsAttr(conv, "pads", pads);
-    std::string before_relu = "y";
-    if (residual) {
-      b.Input("r", {"n", m, out[2], out[3]});
-      b.Node("Add", {"y", "r"}, {"s"});
-      before_relu = "s";
-    }
-    b.Node("Relu", {before_relu}, {"z"});
-    b.Output("z", {"n", m, out[2], out[3]});
-    return b.Serialize();
-  }
-
-  void ExpectMatchesInterpreter(const std::string& library, const std::string& call) const {
-    SCOPED_TRACE(name);
-    std::vector<std::vector<ir::NDArray>> inputs;
-    std::vector<std::vector<int64_t>> shapes;
-    for (int64_t n : {1, 2}) {
-      inputs.push_back({Random({n, c, h, w}, 20 + n)});
-      if (residual) inputs.back().push_back(Random(OutShape(n), 30 + n));
-      shapes.push_back(OutShape(n));
-    }
-    testing::ExpectMatchesInterpreter(library, Model(), call, inputs, shapes);
-  }
-};
+  ExpectMatchesInterpreter(library, conv.Model(), call, inputs, shapes);
+}
 
 // A pointwise conv is a matmul over the plane: weights as A, the input plane as B, in place.
 TEST_P(LibraryRuleTest, PointwiseConvsMatchTheInterpreter) {
-  ConvCase{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1}.ExpectMatchesInterpreter(
-      GetParam(), SgemmCall(GetParam()));
+  ExpectConvMatchesInterpreter(ConvCase{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1},
+                               GetParam(), SgemmCall(GetParam()));
   // 600 positions: two column blocks per image.
-  ConvCase{.name = "1x1_residual", .c = 16, .m = 70, .h = 20, .w = 30, .k = 1, .residual = true}
-      .ExpectMatchesInterpreter(GetParam(), SgemmCall(GetParam()));
+  ExpectConvMatchesInterpreter(
+      ConvCase{
+          .name = "1x1_residual", .c = 16, .m = 70, .h = 20, .w = 30, .k = 1, .residual = true},
+      GetParam(), SgemmCall(GetParam()));
   LibraryArtifact compiled = CompileWith(ConvCase{"1x1", 7, 20, 6, 9, 1}.Model(),
                                          TargetWith(GetParam()), Choose(GetParam()));
   EXPECT_THAT(compiled.kernels, Not(HasSubstr("im2col")));
@@ -405,7 +362,7 @@ TEST_P(LibraryRuleTest, ConvsThroughIm2colMatchTheInterpreter) {
       {.name = "1x1_stride2", .c = 6, .m = 9, .h = 8, .w = 8, .k = 1, .stride = 2},
   };
   for (const ConvCase& conv : cases) {
-    conv.ExpectMatchesInterpreter(GetParam(), SgemmCall(GetParam()));
+    ExpectConvMatchesInterpreter(conv, GetParam(), SgemmCall(GetParam()));
     EXPECT_THAT(CompileWith(conv.Model(), TargetWith(GetParam()), Choose(GetParam())).kernels,
                 HasSubstr("im2col"))
         << conv.name;
@@ -460,7 +417,7 @@ TEST(LibraryRulesTest, AnArtifactMayCallBothLibraries) {
   ASSERT_NE(model, nullptr);
   auto module = driver::ImportModel(onnx);
   ASSERT_TRUE(module.ok()) << module.status();
-  std::vector<ir::NDArray> inputs = {Random({2, 4, 5, 5}, 1), Random({3, 7}, 2)};
+  std::vector<ir::NDArray> inputs = {RandomArray({2, 4, 5, 5}, 1), RandomArray({3, 7}, 2)};
   auto expected = interp::Run(*module, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
   ir::NDArray out = ir::NDArray::Zeros(arith::DataType::Float(32), {2, 6, 3, 7});

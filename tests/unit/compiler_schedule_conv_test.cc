@@ -16,65 +16,12 @@
 #include "compiler/ir/verifier.h"
 #include "compiler/schedule/conv_rule.h"
 #include "compiler/schedule/schedule.h"
+#include "tests/support/conv_case.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/schedule_check.h"
 
 namespace kiln::testing {
 namespace {
-
-std::vector<float> RandomValues(int64_t count, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(count);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
-
-ir::NDArray Random(std::vector<int64_t> shape, int seed) {
-  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
-  std::vector<float> v = RandomValues(a.num_elements(), seed);
-  for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, v[i]);
-  return a;
-}
-
-// One convolution: x[2, c, h, w] * w[m, c / group, k, k], with a bias and a relu, and with a
-// residual input added before the relu when `residual`.
-struct ConvCase {
-  std::string name;
-  int64_t c, m, h, w, k;
-  int64_t stride = 1, dilation = 1, group = 1;
-  std::vector<int64_t> pads = {0, 0, 0, 0};  // top, left, bottom, right
-  bool residual = false;
-
-  int64_t OutDim(int64_t in, int64_t begin, int64_t end) const {
-    return (in + begin + end - dilation * (k - 1) - 1) / stride + 1;
-  }
-  std::vector<int64_t> OutShape() const {
-    return {2, m, OutDim(h, pads[0], pads[2]), OutDim(w, pads[1], pads[3])};
-  }
-
-  std::string Model() const {
-    OnnxBuilder b;
-    b.Input("x", {"n", c, h, w});
-    b.FloatInitializer("w", {m, c / group, k, k}, RandomValues(m * (c / group) * k * k, 11));
-    b.FloatInitializer("b", {m}, RandomValues(m, 12));
-    std::vector<int64_t> out = OutShape();
-    onnx::NodeProto& conv = b.Node("Conv", {"x", "w", "b"}, {"y"});
-    OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
-    OnnxBuilder::IntsAttr(conv, "dilations", {dilation, dilation});
-    OnnxBuilder::IntsAttr(conv, "pads", pads);
-    OnnxBuilder::IntAttr(conv, "group", group);
-    std::string before_relu = "y";
-    if (residual) {
-      b.Input("r", {"n", m, out[2], out[3]});
-      b.Node("Add", {"y", "r"}, {"s"});
-      before_relu = "s";
-    }
-    b.Node("Relu", {before_relu}, {"z"});
-    b.Output("z", {"n", m, out[2], out[3]});
-    return b.Serialize();
-  }
-};
 
 std::vector<ConvCase> Cases() {
   return {
@@ -200,7 +147,7 @@ TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
   EXPECT_NE(kernels.find("alloc packed_w"), std::string::npos) << kernels;
   auto module = driver::ImportModel(onnx);
   ASSERT_TRUE(module.ok()) << module.status();
-  std::vector<ir::NDArray> inputs = {Random({2, 5, 9, 9}, 1), Random({19, 5, 3, 3}, 2)};
+  std::vector<ir::NDArray> inputs = {RandomArray({2, 5, 9, 9}, 1), RandomArray({19, 5, 3, 3}, 2)};
   auto expected = interp::Run(*module, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
   ExpectClose(Compiled(onnx, GetParam()).Run(inputs, {2, 19, 7, 7}, 1), (*expected)[0], "");
@@ -248,9 +195,9 @@ TEST_P(ScheduleConvTest, ConvsMatchTheInterpreterOnOneAndThreeThreads) {
     auto module = driver::ImportModel(onnx);
     ASSERT_TRUE(module.ok()) << module.status();
     Compiled compiled(onnx, GetParam());
-    std::vector<int64_t> out = conv.OutShape();
-    std::vector<ir::NDArray> inputs = {Random({2, conv.c, conv.h, conv.w}, 1)};
-    if (conv.residual) inputs.push_back(Random(out, 2));
+    std::vector<int64_t> out = conv.OutShape(2);
+    std::vector<ir::NDArray> inputs = {RandomArray({2, conv.c, conv.h, conv.w}, 1)};
+    if (conv.residual) inputs.push_back(RandomArray(out, 2));
     auto expected = interp::Run(*module, inputs);
     ASSERT_TRUE(expected.ok()) << expected.status();
     ir::NDArray one = compiled.Run(inputs, out, 1);
@@ -314,16 +261,6 @@ std::vector<ConvCase> TunedCases() {
   };
 }
 
-// The model after fusion: its kernels as the schedule pass gets them.
-ir::IRModule Fused(const std::string& onnx, const ir::Target& target) {
-  auto module = driver::ImportModel(onnx);
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return {};
-  auto fused = driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", &target);
-  EXPECT_TRUE(fused.ok()) << fused.status();
-  return fused.ok() ? *std::move(fused) : ir::IRModule{};
-}
-
 // The one kernel whose name starts with "fused_conv".
 const ir::PrimFunc* ConvKernel(const ir::IRModule& module) {
   for (const auto& [name, func] : module.prim_funcs) {
@@ -352,49 +289,6 @@ schedule::ConstantOf ConstantsOfCall(const ir::IRModule& module, const ir::PrimF
     }
     return nullptr;
   };
-}
-
-// A model compiled with every tunable kernel built by one trace: the kernels as scheduled,
-// and the artifact loaded.
-struct TracedModel {
-  std::string kernels;
-  std::unique_ptr<runtime::Model> model;
-};
-
-TracedModel CompileWithTrace(const std::string& onnx, const ir::Target& target,
-                             const schedule::Trace& trace) {
-  TracedModel out;
-  auto imported = driver::ImportModel(onnx);
-  EXPECT_TRUE(imported.ok()) << imported.status();
-  if (!imported.ok()) return out;
-  const ir::Function main = imported->functions.at("main");
-  ir::IRModule module = *std::move(imported);
-  ir::PassContext context;
-  context.target = target;
-  auto choose = [&](const schedule::TunableKernel&) { return std::optional(trace); };
-  for (const driver::Pass& pass : driver::Pipeline()) {
-    auto next = pass.name == "schedule" ? schedule::Schedule(std::move(module), target, choose)
-                                        : pass.run(std::move(module), context);
-    EXPECT_TRUE(next.ok()) << pass.name << ": " << next.status();
-    if (!next.ok()) return out;
-    module = *std::move(next);
-    absl::Status verified = ir::VerifyModule(module);
-    EXPECT_TRUE(verified.ok()) << pass.name << ": " << verified;
-    if (pass.name == "schedule") out.kernels = ir::ToString(module);
-  }
-  auto so = codegen::BuildSharedObject(module, driver::SignatureText(main), target);
-  EXPECT_TRUE(so.ok()) << so.status();
-  if (!so.ok()) return out;
-  driver::Artifact artifact;
-  artifact.bytes = *std::move(so);
-  out.model = LoadArtifact(artifact);
-  return out;
-}
-
-ir::Target ResolvedTarget(const std::string& name) {
-  auto target = driver::ResolveTarget(name);
-  EXPECT_TRUE(target.ok()) << target.status();
-  return target.ok() ? *target : ir::Target{};
 }
 
 // The conv kernel's search spaces, as TunableKernels lists them.
@@ -474,9 +368,9 @@ void ExpectEveryChoiceCorrect(const ConvCase& conv, const std::string& target_na
   std::string onnx = conv.Model();
   auto module = driver::ImportModel(onnx);
   ASSERT_TRUE(module.ok()) << module.status();
-  std::vector<int64_t> out = conv.OutShape();
-  std::vector<ir::NDArray> inputs = {Random({2, conv.c, conv.h, conv.w}, 1)};
-  if (conv.residual) inputs.push_back(Random(out, 2));
+  std::vector<int64_t> out = conv.OutShape(2);
+  std::vector<ir::NDArray> inputs = {RandomArray({2, conv.c, conv.h, conv.w}, 1)};
+  if (conv.residual) inputs.push_back(RandomArray(out, 2));
   auto expected = interp::Run(*module, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
   const std::string default_kernels = CompileWithTrace(onnx, target, space.Default()).kernels;

@@ -102,22 +102,6 @@ std::vector<RowCase> Cases() {
 const std::vector<int64_t> kRowLengths = {0, 1, 3, 7, 8, 9, 33, 100};
 const std::vector<int64_t> kOuterExtents = {1, 2, 5};
 
-ir::Target ResolvedTarget(const std::string& name) {
-  auto target = driver::ResolveTarget(name);
-  EXPECT_TRUE(target.ok()) << target.status();
-  return target.ok() ? *target : ir::Target{};
-}
-
-// The model's kernels as the schedule pass gets them.
-ir::IRModule Fused(const std::string& onnx, const ir::Target& target) {
-  auto module = driver::ImportModel(onnx);
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return {};
-  auto fused = driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", &target);
-  EXPECT_TRUE(fused.ok()) << fused.status();
-  return fused.ok() ? *std::move(fused) : ir::IRModule{};
-}
-
 // The search spaces of the model's tunable kernels.
 std::vector<schedule::SearchSpace> Spaces(const std::string& onnx, const ir::Target& target) {
   std::vector<schedule::SearchSpace> spaces;
@@ -125,43 +109,6 @@ std::vector<schedule::SearchSpace> Spaces(const std::string& onnx, const ir::Tar
     spaces.insert(spaces.end(), k.spaces.begin(), k.spaces.end());
   }
   return spaces;
-}
-
-// A model compiled with every tunable kernel built by one trace: the kernels as scheduled,
-// and the artifact loaded.
-struct TracedModel {
-  std::string kernels;
-  std::unique_ptr<runtime::Model> model;
-};
-
-TracedModel CompileWithTrace(const std::string& onnx, const ir::Target& target,
-                             const schedule::Trace& trace) {
-  TracedModel out;
-  auto imported = driver::ImportModel(onnx);
-  EXPECT_TRUE(imported.ok()) << imported.status();
-  if (!imported.ok()) return out;
-  const ir::Function main = imported->functions.at("main");
-  ir::IRModule module = *std::move(imported);
-  ir::PassContext context;
-  context.target = target;
-  auto choose = [&](const schedule::TunableKernel&) { return std::optional(trace); };
-  for (const driver::Pass& pass : driver::Pipeline()) {
-    auto next = pass.name == "schedule" ? schedule::Schedule(std::move(module), target, choose)
-                                        : pass.run(std::move(module), context);
-    EXPECT_TRUE(next.ok()) << pass.name << ": " << next.status();
-    if (!next.ok()) return out;
-    module = *std::move(next);
-    absl::Status verified = ir::VerifyModule(module);
-    EXPECT_TRUE(verified.ok()) << pass.name << ": " << verified;
-    if (pass.name == "schedule") out.kernels = ir::ToString(module);
-  }
-  auto so = codegen::BuildSharedObject(module, driver::SignatureText(main), target);
-  EXPECT_TRUE(so.ok()) << so.status();
-  if (!so.ok()) return out;
-  driver::Artifact artifact;
-  artifact.bytes = *std::move(so);
-  out.model = LoadArtifact(artifact);
-  return out;
 }
 
 // The model run at x[a, 3, n] on one and three threads matches the interpreter.
@@ -228,7 +175,7 @@ TEST_P(ScheduleRowsTest, SoftmaxReducesInVectorLanesOverParallelRows) {
   std::string kernels = ScheduledKernels(Cases()[0].Model("a", "n"), GetParam());
   EXPECT_NE(kernels.find("for task in range(0, a * 3) parallel"), std::string::npos) << kernels;
   const std::string loop = "for k_l in range(0, " + std::to_string(lanes) + ") vectorized {";
-  for (const std::string& update :
+  for (const char* update :
        {"_partial[k_l] = max(", "sum_partial[k_l] = sum_partial[k_l] + out["}) {
     size_t at = kernels.find(update);
     ASSERT_NE(at, std::string::npos) << update << "\n" << kernels;

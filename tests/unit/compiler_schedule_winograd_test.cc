@@ -21,21 +21,6 @@
 namespace kiln::testing {
 namespace {
 
-std::vector<float> RandomValues(int64_t count, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(count);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
-
-ir::NDArray Random(std::vector<int64_t> shape, int seed) {
-  ir::NDArray a = ir::NDArray::Zeros(arith::DataType::Float(32), std::move(shape));
-  std::vector<float> v = RandomValues(a.num_elements(), seed);
-  for (int64_t i = 0; i < a.num_elements(); ++i) a.SetDouble(i, v[i]);
-  return a;
-}
-
 // x[n, c, h, w] * w[m, c, k, k] + bias, then relu; a residual input added before the relu
 // when `residual`. The batch is symbolic.
 struct ConvCase {
@@ -85,8 +70,8 @@ struct ConvCase {
   }
 
   std::vector<ir::NDArray> Inputs(int64_t batch) const {
-    std::vector<ir::NDArray> inputs = {Random({batch, c, h, w}, 1)};
-    if (residual) inputs.push_back(Random(OutShape(batch), 2));
+    std::vector<ir::NDArray> inputs = {RandomArray({batch, c, h, w}, 1)};
+    if (residual) inputs.push_back(RandomArray(OutShape(batch), 2));
     return inputs;
   }
 };
@@ -111,22 +96,6 @@ std::vector<ConvCase> Cases() {
   };
 }
 
-ir::Target ResolvedTarget(const std::string& name) {
-  auto target = driver::ResolveTarget(name);
-  EXPECT_TRUE(target.ok()) << target.status();
-  return target.ok() ? *target : ir::Target{};
-}
-
-// The model after fusion: its kernels as the schedule pass gets them.
-ir::IRModule Fused(const std::string& onnx, const ir::Target& target) {
-  auto module = driver::ImportModel(onnx);
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return {};
-  auto fused = driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", &target);
-  EXPECT_TRUE(fused.ok()) << fused.status();
-  return fused.ok() ? *std::move(fused) : ir::IRModule{};
-}
-
 // The conv kernel's search spaces, as TunableKernels lists them.
 std::vector<schedule::SearchSpace> ConvSpaces(const ConvCase& conv, const ir::Target& target) {
   for (const schedule::TunableKernel& k :
@@ -143,43 +112,6 @@ std::optional<schedule::SearchSpace> WinogradSpaceOf(const ConvCase& conv,
     if (space.rule == "winograd") return space;
   }
   return std::nullopt;
-}
-
-// A model compiled with every tunable kernel built by `trace`: the kernels as scheduled, and
-// the artifact loaded.
-struct TracedModel {
-  std::string kernels;
-  std::unique_ptr<runtime::Model> model;
-};
-
-TracedModel CompileWithTrace(const std::string& onnx, const ir::Target& target,
-                             const std::optional<schedule::Trace>& trace) {
-  TracedModel out;
-  auto imported = driver::ImportModel(onnx);
-  EXPECT_TRUE(imported.ok()) << imported.status();
-  if (!imported.ok()) return out;
-  const ir::Function main = imported->functions.at("main");
-  ir::IRModule module = *std::move(imported);
-  ir::PassContext context;
-  context.target = target;
-  auto choose = [&](const schedule::TunableKernel&) { return trace; };
-  for (const driver::Pass& pass : driver::Pipeline()) {
-    auto next = pass.name == "schedule" ? schedule::Schedule(std::move(module), target, choose)
-                                        : pass.run(std::move(module), context);
-    EXPECT_TRUE(next.ok()) << pass.name << ": " << next.status();
-    if (!next.ok()) return out;
-    module = *std::move(next);
-    absl::Status verified = ir::VerifyModule(module);
-    EXPECT_TRUE(verified.ok()) << pass.name << ": " << verified;
-    if (pass.name == "schedule") out.kernels = ir::ToString(module);
-  }
-  auto so = codegen::BuildSharedObject(module, driver::SignatureText(main), target);
-  EXPECT_TRUE(so.ok()) << so.status();
-  if (!so.ok()) return out;
-  driver::Artifact artifact;
-  artifact.bytes = *std::move(so);
-  out.model = LoadArtifact(artifact);
-  return out;
 }
 
 ir::NDArray RunOn(runtime::Model& model, const ConvCase& conv, int64_t batch, int threads) {
