@@ -293,11 +293,11 @@ class ConvTiler {
   ConvTiler(const Conv& conv, const ir::Target& target, const ir::NDArray* weights,
             const ConvKnobs& knobs)
       : conv_(conv),
-        weights_(IsWeightConstant(conv, weights) ? weights : nullptr),
         lanes_(knobs.tile_vectors * VectorLanes(target)),
         cols_(knobs.tile_cols),
         channel_block_(ChannelBlock(conv, knobs.channel_block)),
-        parallel_blocks_(knobs.parallel_blocks && IsWeightConstant(conv, weights)) {}
+        parallel_blocks_(knobs.parallel_blocks && IsWeightConstant(conv, weights)),
+        weights_(IsWeightConstant(conv, weights) ? weights : nullptr) {}
 
   // The channel of x that output channel block `ocb` reads at reduction channel c: the same
   // for every channel of the block when groups hold whole blocks. nullopt otherwise.

@@ -15,40 +15,8 @@ using ir::Stmt;
 using ir::StmtKind;
 using Indices = std::vector<PrimExpr>;
 
-// Iterations a parallel loop must cover to pay for waking the pool (a few microseconds).
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 // An outer loop shorter than this leaves threads idle; the rule looks one loop further in.
 constexpr int64_t kMinParallelTasks = 8;
-// A loop shorter than this is not worth a vector loop's setup.
-constexpr int64_t kMinVectorExtent = 4;
-// What a symbolic extent counts as: shapes are symbolic because they grow.
-constexpr int64_t kSymbolicExtent = 64;
-
-int64_t ExtentEstimate(const PrimExpr& extent) {
-  return extent->kind == ExprKind::kIntImm ? extent->int_value : kSymbolicExtent;
-}
-
-// Innermost statements executed by `s`, capped to avoid overflow.
-int64_t EstimateWork(const Stmt& s) {
-  constexpr int64_t kCap = int64_t{1} << 40;
-  switch (s->kind) {
-    case StmtKind::kFor:
-      return std::min(kCap, ExtentEstimate(s->extent) * EstimateWork(s->body));
-    case StmtKind::kSeq: {
-      int64_t total = 0;
-      for (const Stmt& child : s->seq) total = std::min(kCap, total + EstimateWork(child));
-      return total;
-    }
-    case StmtKind::kLet:
-    case StmtKind::kAllocate:
-      return EstimateWork(s->body);
-    case StmtKind::kIfThenElse:
-      return std::max(EstimateWork(s->then_case),
-                      s->else_case ? EstimateWork(s->else_case) : int64_t{0});
-    default:
-      return 1;
-  }
-}
 
 bool UsesVar(const PrimExpr& e, const PrimExpr& var) {
   for (const PrimExpr& v : arith::FreeVars(e)) {
@@ -138,6 +106,31 @@ Stmt Rewrite(const Stmt& s, bool may_parallelize) {
 }
 
 }  // namespace
+
+int64_t ExtentEstimate(const PrimExpr& extent) {
+  return extent->kind == ExprKind::kIntImm ? extent->int_value : kSymbolicExtent;
+}
+
+int64_t EstimateWork(const Stmt& s) {
+  constexpr int64_t kCap = int64_t{1} << 40;
+  switch (s->kind) {
+    case StmtKind::kFor:
+      return std::min(kCap, ExtentEstimate(s->extent) * EstimateWork(s->body));
+    case StmtKind::kSeq: {
+      int64_t total = 0;
+      for (const Stmt& child : s->seq) total = std::min(kCap, total + EstimateWork(child));
+      return total;
+    }
+    case StmtKind::kLet:
+    case StmtKind::kAllocate:
+      return EstimateWork(s->body);
+    case StmtKind::kIfThenElse:
+      return std::max(EstimateWork(s->then_case),
+                      s->else_case ? EstimateWork(s->else_case) : int64_t{0});
+    default:
+      return 1;
+  }
+}
 
 bool IterationsAreIndependent(const PrimExpr& var, const Stmt& body) {
   std::set<const arith::BufferNode*> local;

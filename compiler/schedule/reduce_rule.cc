@@ -46,13 +46,6 @@ using ir::StmtNode;
 const std::vector<int64_t> kRowsPerTask = {1, 4, 16, 64};
 const std::vector<int64_t> kAccumulators = {2, 1, 4};
 
-// Work (innermost statements) a parallel loop must cover to pay for waking the pool, and what
-// a symbolic extent counts as, as in the generic rule.
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
-constexpr int64_t kSymbolicExtent = 64;
-// An elementwise loop shorter than this is not worth a vector loop's setup.
-constexpr int64_t kMinVectorExtent = 4;
-
 struct RowsKnobs {
   int64_t rows_per_task = kRowsPerTask[0];
   int64_t accumulators = kAccumulators[0];
@@ -83,10 +76,6 @@ bool UsesAny(const PrimExpr& e, const std::vector<Axis>& axes) {
     if (Uses(e, axis.var)) return true;
   }
   return false;
-}
-
-int64_t ExtentEstimate(const PrimExpr& extent) {
-  return extent->kind == ExprKind::kIntImm ? extent->int_value : kSymbolicExtent;
 }
 
 // The statements of `s` in order, nested sequences flattened.
@@ -307,25 +296,6 @@ std::optional<Stmt> ScheduleRow(const Stmt& row, int64_t width, int64_t accumula
     result = ir::Allocate(*b, result);
   }
   return result;
-}
-
-// Innermost statements executed by `s`, capped to avoid overflow.
-int64_t EstimateWork(const Stmt& s) {
-  constexpr int64_t kCap = int64_t{1} << 40;
-  switch (s->kind) {
-    case StmtKind::kFor:
-      return std::min(kCap, ExtentEstimate(s->extent) * EstimateWork(s->body));
-    case StmtKind::kSeq: {
-      int64_t total = 0;
-      for (const Stmt& child : s->seq) total = std::min(kCap, total + EstimateWork(child));
-      return total;
-    }
-    case StmtKind::kLet:
-    case StmtKind::kAllocate:
-      return EstimateWork(s->body);
-    default:
-      return 1;
-  }
 }
 
 }  // namespace

@@ -111,6 +111,17 @@ std::optional<ir::Stmt> ScheduleRowsForGpu(const std::vector<Axis>& rows,
                                            const std::vector<arith::PrimExpr>& mins,
                                            const ir::Stmt& row, const ir::Target& target);
 
+// The generic rule's estimates, which the rows rule shares. A symbolic extent counts as
+// kSymbolicExtent (shapes are symbolic because they grow); a parallel loop must cover
+// kMinParallelWork innermost statements to pay for waking the pool (a few microseconds); a
+// loop shorter than kMinVectorExtent is not worth a vector loop's setup.
+constexpr int64_t kSymbolicExtent = 64;
+constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+constexpr int64_t kMinVectorExtent = 4;
+int64_t ExtentEstimate(const arith::PrimExpr& extent);
+// Innermost statements `s` executes (the longer branch of an if), capped to avoid overflow.
+int64_t EstimateWork(const ir::Stmt& s);
+
 // Whether iterations of a loop over `var` with body `body` touch disjoint elements of every
 // buffer the body writes, so they may run in any order or at once.
 bool IterationsAreIndependent(const arith::PrimExpr& var, const ir::Stmt& body);
