@@ -1,10 +1,12 @@
 // The matmul rule: C[b.., i, j] = sum_k A[.., i, k] * B[.., k, j], tiled as in GotoBLAS
 // (Goto and van de Geijn, "Anatomy of high-performance matrix multiplication", 2008):
 //
-//   for (jc, group) (blocks of kBlockCols columns x groups of kGroupTiles row tiles, parallel)
+//   for (b.., jc, group) (batch elements x blocks of kBlockCols columns x groups of row
+//                         tiles, parallel)
 //     allocate Bp[panels][kBlockDepth][NR]
 //     for kc (blocks of kBlockDepth of the reduction)
-//       pack B[kc block, jc block] into NR-wide panels, zero past N
+//       pack B[kc block, jc block] into NR-wide panels, zero past N (panels wholly past N
+//         are skipped)
 //       for it (the group's tiles of MR rows)
 //         for jp (panels)
 //           acc[MR][NR] = C tile (0 for the first kc block)
@@ -19,10 +21,19 @@
 // (weights) is packed into panels at compile time instead (PackConstantB), and the kernel
 // reads them with no packing step.
 //
+// The row tiles of a column block are split into groups of equal size (within one tile), no
+// larger than group_tiles tiles and, where the call has few tasks otherwise, as many as give
+// it about kTaskTiles / group_tiles tasks (4 at the default) of group_tiles / 16 tiles or more:
+// a pointwise conv on a 7x7 plane (160 rows, 49 columns) is one column block and was one task
+// of 27 tiles, now 4 of 6-7.
+// Every task packs its own B block into its own buffer, so the batch loops fold into the
+// parallel loop for free: BERT's attention matmuls (8 heads, 1 column block of 22 tiles each)
+// are one call of 8 tasks, not 8 calls of 1.
+//
 // One row (M = 1, single-token decode) is a matrix-vector product: the tile would waste
 // MR - 1 of its rows and packing B would copy it once to read it once. It gets its own form:
 //
-//   for jc (blocks of kBlockCols columns, parallel)
+//   for (b.., jc) (batch elements x blocks of kBlockCols columns, parallel)
 //     for jp (NR-wide panels; the last one as wide as what is left of N)
 //       acc[NR] = 0
 //       for k: acc[jj] += A[0, k] * B[k, col]   (B read in place, contiguous in j, or its
@@ -32,6 +43,7 @@
 // Each C element still sums k in order. A symbolic M picks the form at run time (M == 1).
 #include <functional>
 
+#include "compiler/arith/analyzer.h"
 #include "compiler/arith/check.h"
 #include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/rules.h"
@@ -54,8 +66,10 @@ using ir::StmtNode;
 //  - block_depth: reduction elements per packed block; a panel of 256 x NR floats stays in L1.
 //  - block_cols: columns per parallel task; their packed block (256 x 128 floats, 128 KiB)
 //    stays in L2 while every row tile of A passes over it.
-//  - group_tiles: row tiles per parallel task; a group of 32 x MR rows shares one packed
-//    block of B.
+//  - group_tiles: row tiles per parallel task at most; a group of 32 x MR rows shares one
+//    packed block of B. A call with few tasks splits its rows finer, for about
+//    kTaskTiles / group_tiles tasks of group_tiles / 16 tiles or more: smaller groups balance
+//    the threads better, larger ones pack B less often.
 //  - tile_rows (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit the vector
 //    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
 //  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
@@ -73,6 +87,12 @@ struct MatmulKnobs {
   bool pack_a = false;
   int64_t matvec_cols = 16;
 };
+
+// Tasks per call the tiled form aims for, times group_tiles: 4 at the default, so that two
+// threads get two tasks each of one size (the thread count is known only at run time). Every
+// task packs its own B block: 8 tasks measured 4% slower on one thread (mobilenet_v2) and no
+// faster on two.
+constexpr int64_t kTaskTiles = 4 * 32;
 
 int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
 
@@ -178,6 +198,18 @@ namespace {
 
 PrimExpr And(PrimExpr a, PrimExpr b) { return arith::Binary(ExprKind::kAnd, a, b); }
 
+// ceil(a / b) for a >= 0, b >= 1.
+PrimExpr CeilDivBy(const PrimExpr& a, const PrimExpr& b) {
+  return arith::FloorDiv(a + b - I(1), b);
+}
+
+// The number of batch elements: the product of the batch extents (1 without batch dims).
+PrimExpr Elements(const Matmul& m) {
+  PrimExpr n = I(1);
+  for (const Axis& b : m.batch) n = n * b.extent;
+  return n;
+}
+
 }  // namespace
 
 // C's indices at (b.., row, col).
@@ -210,25 +242,44 @@ class MatmulTiler {
   MatmulTiler(const Matmul& m, const MatmulKnobs& knobs)
       : m_(m), k_(knobs), cols_(knobs.cols), rows_(knobs.tile_rows) {}
 
-  // One batch element's product; the batch loops' variables are free in it.
-  Stmt Build() {
+  // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
+  // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work.
+  PrimExpr Tasks() const { return ColBlocks() * groups_; }
+  const PrimExpr& task() const { return task_; }
+
+  // Task `task` of one batch element; the batch loops' variables are free in it. Each task
+  // packs its own B block into its own buffer.
+  Stmt Task() const {
     Stmt block = m_.b_packed ? ComputeTiles() : ir::Seq({PackB(), ComputeTiles()});
     Stmt blocks = Loop(kc_, CeilDiv(K(), k_.block_depth), ForKind::kSerial, block);
     if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
-    // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
-    // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work. Each group packs
-    // its own B block again, which costs under 1% of its products.
-    PrimExpr groups = CeilDiv(M(), k_.group_tiles * rows_);
-    Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups),
-                        ir::Let(group_, arith::FloorMod(task_, groups),
+    Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups_var_),
+                        ir::Let(group_, arith::FloorMod(task_, groups_var_),
                                 m_.b_packed ? blocks : ir::Allocate(packed_, blocks)));
-    return Loop(task_, CeilDiv(N(), k_.block_cols) * groups, ForKind::kParallel, task);
+    return ir::Let(groups_var_, groups_, task);
   }
 
  private:
   PrimExpr M() const { return m_.i.extent; }
   PrimExpr N() const { return m_.j.extent; }
   PrimExpr K() const { return m_.depth; }
+  PrimExpr ColBlocks() const { return CeilDiv(N(), k_.block_cols); }
+  PrimExpr RowTiles() const { return CeilDiv(M(), rows_); }
+
+  // Row groups per column block: enough for about kTaskTiles / group_tiles tasks over all
+  // batch elements and column blocks, while each keeps group_tiles / 16 tiles; never more
+  // than group_tiles tiles each. At least 1.
+  PrimExpr Groups() const {
+    arith::Analyzer analyzer;
+    PrimExpr tiles = RowTiles();
+    PrimExpr fewest = CeilDiv(tiles, k_.group_tiles);
+    PrimExpr others = arith::Max(Elements(m_) * ColBlocks(), I(1));
+    PrimExpr aim = I(std::max<int64_t>(1, kTaskTiles / k_.group_tiles));
+    PrimExpr most = arith::FloorDiv(tiles, I(std::max<int64_t>(1, k_.group_tiles / 16)));
+    PrimExpr wanted = arith::Min(CeilDivBy(aim, others), arith::Max(most, I(1)));
+    return analyzer.Simplify(arith::Max(fewest, wanted));
+  }
+
   int64_t panels() const { return k_.block_cols / cols_; }
   PrimExpr Col(const PrimExpr& jp, const PrimExpr& jj) const {
     return jc_ * I(k_.block_cols) + jp * I(cols_) + jj;
@@ -283,9 +334,10 @@ class MatmulTiler {
           kk, BlockDepth(), ForKind::kSerial,
           Loop(jj, I(cols_), ForKind::kVectorized, ir::Store(packed_, {jp, kk, jj}, value)));
     };
+    Stmt edge = ir::IfThenElse(Lt(jc_ * I(k_.block_cols) + jp * I(cols_), N()),
+                               pack(arith::Select(Lt(col, N()), clamped, arith::FloatImm(0))));
     return Loop(jp, I(panels()), ForKind::kSerial,
-                ir::IfThenElse(Lt(Col(jp, I(cols_ - 1)), N()), pack(b),
-                               pack(arith::Select(Lt(col, N()), clamped, arith::FloatImm(0)))));
+                ir::IfThenElse(Lt(Col(jp, I(cols_ - 1)), N()), pack(b), edge));
   }
 
   // for ii, jj (unrolled): body
@@ -330,15 +382,17 @@ class MatmulTiler {
     return ir::IfThenElse(last_block, store(StoreAndFinish(m_, Row(), Col(), acc)), partial);
   }
 
-  // The row tiles of this task's group.
+  // The row tiles of this task's group: groups split the tiles evenly, the first tile of
+  // group g being floor(g * tiles / groups).
   Stmt ComputeTiles() const {
     Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(k_.block_cols) + jp_ * I(cols_), N()), Tile());
     Stmt tile_row = pack_a_
                         ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
                         : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix);
-    PrimExpr first = group_ * I(k_.group_tiles);
-    PrimExpr tiles = arith::Min(I(k_.group_tiles), CeilDiv(M(), rows_) - first);
-    return ir::For(it_, first, tiles, ForKind::kSerial, tile_row);
+    arith::Analyzer analyzer;
+    PrimExpr first = analyzer.Simplify(arith::FloorDiv(group_ * RowTiles(), groups_var_));
+    PrimExpr end = analyzer.Simplify(arith::FloorDiv((group_ + I(1)) * RowTiles(), groups_var_));
+    return ir::For(it_, first, analyzer.Simplify(end - first), ForKind::kSerial, tile_row);
   }
 
   const Matmul& m_;
@@ -350,6 +404,8 @@ class MatmulTiler {
   PrimExpr kk_ = arith::MakeVar("kk"), jj_ = arith::MakeVar("jj"), it_ = arith::MakeVar("it");
   PrimExpr ii_ = arith::MakeVar("ii");
   PrimExpr task_ = arith::MakeVar("task"), group_ = arith::MakeVar("group");
+  const PrimExpr groups_ = Groups();  // row groups per column block; bound to groups_var_
+  PrimExpr groups_var_ = arith::MakeVar("groups");
   Buffer packed_ = arith::MakeBuffer("packed_b", DataType::Float(32),
                                      {I(k_.block_cols / cols_), I(k_.block_depth), I(cols_)});
   Buffer packed_a_ =
@@ -367,14 +423,17 @@ class MatvecTiler {
         cols_(m.b_packed ? knobs.cols : knobs.matvec_cols),
         block_cols_((knobs.block_cols + cols_ - 1) / cols_ * cols_) {}
 
-  // One batch element's product; the batch loops' variables are free in it.
-  Stmt Build() const {
+  // A task is a column block.
+  PrimExpr Tasks() const { return CeilDiv(N(), block_cols_); }
+  const PrimExpr& task() const { return jc_; }
+
+  // Column block `jc` of one batch element; the batch loops' variables are free in it.
+  Stmt Task() const {
     PrimExpr base = jc_ * I(block_cols_) + jp_ * I(cols_);
     Stmt panel = ir::IfThenElse(Lt(base + I(cols_ - 1), N()), Panel(base, I(cols_)),
                                 Panel(base, N() - base));
-    return Loop(
-        jc_, CeilDiv(N(), block_cols_), ForKind::kParallel,
-        Loop(jp_, I(block_cols_ / cols_), ForKind::kSerial, ir::IfThenElse(Lt(base, N()), panel)));
+    return Loop(jp_, I(block_cols_ / cols_), ForKind::kSerial,
+                ir::IfThenElse(Lt(base, N()), panel));
   }
 
  private:
@@ -433,15 +492,37 @@ std::optional<PackedWeights> PackConstantB(const Matmul& m, int64_t cols, const 
   return PackedWeights{load->buffer, packed, std::move(data)};
 }
 
-// The product for one batch element: one row by the matvec form, several by the tiled one,
+// One parallel loop over every batch element's tasks: the tiler's task variable and the
+// batch loops' variables are digits of its index (the task fastest). Tasks share nothing but
+// C, where each stores its own elements.
+template <typename Tiler>
+Stmt ParallelTasks(const Matmul& m, const Tiler& tiler) {
+  arith::Analyzer analyzer;
+  PrimExpr tasks = analyzer.Simplify(tiler.Tasks());
+  if (m.batch.empty()) return Loop(tiler.task(), tasks, ForKind::kParallel, tiler.Task());
+  PrimExpr index = arith::MakeVar("btask");
+  std::vector<std::pair<PrimExpr, PrimExpr>> lets = {{tiler.task(), arith::FloorMod(index, tasks)}};
+  PrimExpr rest = arith::FloorDiv(index, tasks), count = tasks;
+  for (size_t d = m.batch.size(); d-- > 0;) {
+    const Axis& b = m.batch[d];
+    lets.push_back({b.var, d == 0 ? rest : arith::FloorMod(rest, b.extent)});
+    rest = arith::FloorDiv(rest, b.extent);
+    count = count * b.extent;
+  }
+  Stmt body = tiler.Task();
+  for (const auto& [var, value] : lets) body = ir::Let(var, analyzer.Simplify(value), body);
+  return Loop(index, analyzer.Simplify(count), ForKind::kParallel, body);
+}
+
+// The product over all batch elements: one row by the matvec form, several by the tiled one,
 // and a symbolic M by whichever fits at run time.
 Stmt BuildProduct(const Matmul& m, const MatmulKnobs& knobs) {
   const PrimExpr& rows = m.i.extent;
-  if (rows->is_const_int(1)) return MatvecTiler(m, knobs).Build();
-  Stmt tiled = MatmulTiler(m, knobs).Build();
+  if (rows->is_const_int(1)) return ParallelTasks(m, MatvecTiler(m, knobs));
+  Stmt tiled = ParallelTasks(m, MatmulTiler(m, knobs));
   if (rows->kind == ExprKind::kIntImm) return tiled;
-  return ir::IfThenElse(arith::Binary(ExprKind::kEQ, rows, I(1)), MatvecTiler(m, knobs).Build(),
-                        tiled);
+  return ir::IfThenElse(arith::Binary(ExprKind::kEQ, rows, I(1)),
+                        ParallelTasks(m, MatvecTiler(m, knobs)), tiled);
 }
 
 }  // namespace
@@ -460,11 +541,7 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ir::
   if (b != nullptr) packed = PackConstantB(m, knobs.cols, *b);
   Matmul tiled = m;
   if (packed) tiled.b_packed = packed->packed;
-  Stmt product = BuildProduct(tiled, knobs);
-  for (auto axis = m.batch.rbegin(); axis != m.batch.rend(); ++axis) {
-    product = Loop(axis->var, axis->extent, ForKind::kSerial, product);
-  }
-  return {product, std::move(packed)};
+  return {BuildProduct(tiled, knobs), std::move(packed)};
 }
 
 SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b) {

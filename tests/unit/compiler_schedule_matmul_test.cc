@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <random>
+#include <regex>
+#include <string>
 
 #include "compiler/driver/driver.h"
 #include "compiler/interp/interpreter.h"
@@ -206,6 +208,135 @@ TEST_P(ScheduleMatmulTest, BatchedOneRowMatchesTheInterpreter) {
   ASSERT_TRUE(expected.ok()) << expected.status();
   for (int threads : {1, 3}) {
     ExpectClose(compiled.Run({x, w}, {2, 1, 19}, threads), (*expected)[0],
+                "threads=" + std::to_string(threads));
+  }
+}
+
+// The text of prim_func `name` in `kernels`, up to the next prim_func (or the end).
+std::string KernelText(const std::string& kernels, const std::string& name) {
+  size_t begin = kernels.find("prim_func @" + name + "(");
+  if (begin == std::string::npos) return "";
+  size_t end = kernels.find("prim_func @", begin + 1);
+  return kernels.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+int64_t Count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A pointwise conv on a 7x7 plane is a matmul of 161 rows (27 tiles of 6, the last one short)
+// and 49 columns: one column block. Its rows are split into several groups of equal size
+// (first tile of group g = floor(g * 27 / groups)), not one group of 27 tiles, so that threads
+// share them; checked on one and three threads against the interpreter.
+TEST_P(ScheduleMatmulTest, SmallPlaneRowsSplitIntoEqualTasks) {
+  OnnxBuilder b;
+  b.Input("x", {1, 70, 7, 7});
+  std::vector<float> w(161 * 70);
+  ir::NDArray values = Random({161 * 70}, 14);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(values.GetDouble(i));
+  b.FloatInitializer("w", {161, 70, 1, 1}, w);
+  b.Node("Conv", {"x", "w"}, {"y"});
+  b.Output("y", {1, 161, 7, 7});
+  std::string onnx = b.Serialize();
+  std::string kernels = ScheduledKernels(onnx, GetParam());
+  ASSERT_NE(kernels.find("packed_b"), std::string::npos) << kernels;
+  std::smatch groups, tasks;
+  ASSERT_TRUE(std::regex_search(kernels, groups, std::regex("let groups: i64 = (\\d+)")))
+      << kernels;
+  ASSERT_TRUE(
+      std::regex_search(kernels, tasks, std::regex("for b?task in range\\(0, (\\d+)\\) parallel")))
+      << kernels;
+  EXPECT_GE(std::stoi(groups[1]), 2) << kernels;
+  EXPECT_EQ(std::stoi(tasks[1]), std::stoi(groups[1])) << kernels;  // one column block
+  EXPECT_NE(kernels.find("for it in range(floordiv(group * 27, groups), floordiv(group * 27 + 27, "
+                         "groups) - floordiv(group * 27, groups)) serial"),
+            std::string::npos)
+      << kernels;
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  ir::NDArray x = Random({1, 70, 7, 7}, 15);
+  auto expected = interp::Run(*module, {x});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (int threads : {1, 3}) {
+    ExpectClose(compiled.Run({x}, {1, 161, 7, 7}, threads), (*expected)[0],
+                "threads=" + std::to_string(threads));
+  }
+}
+
+// The same split with M symbolic: the group count is an expression of M, evaluated at run
+// time; rows 1 (the one-row form), 5, 13 and 161 (27 tiles, several groups).
+TEST_P(ScheduleMatmulTest, SymbolicRowsSplitIntoTasksMatchTheInterpreter) {
+  std::string onnx = MatmulModel(70, 49);
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  for (int64_t m : {1, 5, 13, 161}) {
+    ir::NDArray a = Random({m, 70}, 16), w = Random({70, 49}, 17);
+    auto expected = interp::Run(*module, {a, w});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int threads : {1, 3}) {
+      ExpectClose(compiled.Run({a, w}, {m, 49}, threads), (*expected)[0],
+                  "m=" + std::to_string(m) + " threads=" + std::to_string(threads));
+    }
+  }
+}
+
+// Batched matmuls (attention's [batch, heads, seq, d] @ [batch, heads, d, seq]) run their
+// batch dims inside the parallel loop: one loop over batch elements x tasks, no serial loop
+// around it. Two batch dims (3 x 2), M symbolic and run at 1 (the one-row form), 7 and 13,
+// K and N off the tile sizes.
+TEST_P(ScheduleMatmulTest, BatchDimsFoldIntoTheParallelLoop) {
+  OnnxBuilder b;
+  b.Input("a", {3, 2, "m", 40});
+  b.Input("b", {3, 2, 40, 50});
+  b.Node("MatMul", {"a", "b"}, {"y"});
+  b.Output("y", {3, 2, "m", 50});
+  std::string onnx = b.Serialize();
+  std::string kernel = KernelText(ScheduledKernels(onnx, GetParam()), "matmul_0");
+  ASSERT_NE(kernel, "");
+  // One parallel loop per form (the one-row form and the tiled one, chosen by M at run time),
+  // each over all 6 batch elements; no loop over a batch dim.
+  EXPECT_EQ(Count(kernel, " parallel {"), 2) << kernel;
+  EXPECT_EQ(Count(kernel, "for btask in range(0, "), 2) << kernel;
+  EXPECT_EQ(Count(kernel, "for i0 in"), 0) << kernel;
+  EXPECT_EQ(Count(kernel, "for i1 in"), 0) << kernel;
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  for (int64_t m : {1, 7, 13}) {
+    ir::NDArray x = Random({3, 2, m, 40}, 18), y = Random({3, 2, 40, 50}, 19);
+    auto expected = interp::Run(*module, {x, y});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int threads : {1, 3}) {
+      ExpectClose(compiled.Run({x, y}, {3, 2, m, 50}, threads), (*expected)[0],
+                  "m=" + std::to_string(m) + " threads=" + std::to_string(threads));
+    }
+  }
+}
+
+// A constant M with a batch dim: a single parallel loop covers the batch.
+TEST_P(ScheduleMatmulTest, ConstantRowsBatchedHaveOneParallelLoop) {
+  OnnxBuilder b;
+  b.Input("a", {3, 13, 40});
+  b.Input("b", {3, 40, 50});
+  b.Node("MatMul", {"a", "b"}, {"y"});
+  b.Output("y", {3, 13, 50});
+  std::string onnx = b.Serialize();
+  std::string kernel = KernelText(ScheduledKernels(onnx, GetParam()), "matmul_0");
+  ASSERT_NE(kernel, "");
+  EXPECT_EQ(Count(kernel, " parallel {"), 1) << kernel;
+  EXPECT_EQ(Count(kernel, "for i0 in"), 0) << kernel;
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  ir::NDArray x = Random({3, 13, 40}, 20), y = Random({3, 40, 50}, 21);
+  auto expected = interp::Run(*module, {x, y});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (int threads : {1, 3}) {
+    ExpectClose(compiled.Run({x, y}, {3, 13, 50}, threads), (*expected)[0],
                 "threads=" + std::to_string(threads));
   }
 }
