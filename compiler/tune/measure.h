@@ -23,6 +23,9 @@ struct MeasureOptions {
   uint64_t seed = 1;  // of the random inputs
   // MeasureKernelIsolated: how long the child may take, compiling included.
   std::chrono::milliseconds timeout{10000};
+  // Before each timed run, evict the constant arguments (weights) from the caches and load the
+  // other buffers, as a model runs the kernel (see CacheState in measure.cc).
+  bool cold_weights = true;
   // The machine the kernel is compiled for; this machine ("host") when unset. Its threads
   // (a description's "threads=N") are the threads the timed runs use; one when unset.
   std::optional<ir::Target> target;
