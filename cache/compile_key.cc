@@ -4,20 +4,29 @@
 
 namespace kiln::cache {
 
-std::string CompileKeyText(std::string_view model_digest, std::string_view canonical_target,
-                           std::string_view canonical_options, std::string_view compiler_version,
-                           std::optional<int64_t> tuning_revision) {
+std::string CompileKeyParts::Text() const {
   std::string text = std::string("model=")
                          .append(model_digest)
                          .append("\ntarget=")
-                         .append(canonical_target)
+                         .append(target)
                          .append("\noptions=")
-                         .append(canonical_options)
+                         .append(options)
                          .append("\ncompiler=")
                          .append(compiler_version);
   if (tuning_revision.has_value())
     text.append("\ntuning=").append(std::to_string(*tuning_revision));
   return text;
+}
+
+std::string CompileKeyParts::Key() const { return Sha256Digest(Text()); }
+
+std::string CompileKeyText(std::string_view model_digest, std::string_view canonical_target,
+                           std::string_view canonical_options, std::string_view compiler_version,
+                           std::optional<int64_t> tuning_revision) {
+  return CompileKeyParts{std::string(model_digest), std::string(canonical_target),
+                         std::string(canonical_options), std::string(compiler_version),
+                         tuning_revision}
+      .Text();
 }
 
 std::string CompileKey(std::string_view model_digest, std::string_view canonical_target,

@@ -16,6 +16,10 @@ absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
       return absl::ResourceExhaustedError(message);
     case SQLITE_CONSTRAINT:
       return absl::FailedPreconditionError(message);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(
+          absl::StrCat(message, "; move the file aside and restart to rebuild the cache"));
     default:
       return absl::InternalError(message);
   }

@@ -16,7 +16,8 @@
 namespace kiln::cache {
 
 // The status for SQLite result code `rc`: UNAVAILABLE when busy, RESOURCE_EXHAUSTED when full,
-// FAILED_PRECONDITION on a constraint, INTERNAL otherwise; the message names `what`.
+// FAILED_PRECONDITION on a constraint, DATA_LOSS for a damaged file, INTERNAL otherwise; the
+// message names `what`.
 absl::Status SqliteError(sqlite3* db, int rc, std::string_view what);
 
 // Opens or creates the database at `path` with the cache's pragmas: WAL journal, a busy

@@ -71,7 +71,8 @@ struct InspectArgs {
   std::string after;  // a pass name (see compiler/driver/pipeline.cc) or "llvm"; empty: import
   std::string target = "x86_64";  // a preset or description (ir::ParseTarget)
 };
-// The bytes of a model file; NOT_FOUND naming it.
+// The bytes of a model file with its ONNX external data inlined (files.cc); NOT_FOUND naming
+// a missing file, INVALID_ARGUMENT for external data that is unsafe or does not fit.
 absl::StatusOr<std::string> ReadModelFile(const std::string& path);
 // Prints the module in the IR text format, after import or after the named pass.
 absl::Status Inspect(const InspectArgs& args, Console console);

@@ -201,7 +201,7 @@ absl::Status CompileRemotely(const CompileArgs& args, const std::string& model, 
 absl::Status Compile(const CompileArgs& args, Console console) {
   if (args.targets.empty()) return absl::InvalidArgumentError("no target given (--target)");
   if (args.out_dir.empty()) return absl::InvalidArgumentError("no output folder given (--out)");
-  absl::StatusOr<std::string> model = ReadFile(args.model_path);
+  absl::StatusOr<std::string> model = ReadModelFile(args.model_path);
   if (!model.ok()) return model.status();
   if (args.server.empty()) return CompileLocally(args, *model, console);
   return CompileRemotely(args, *model, console);

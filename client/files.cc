@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/commands.h"
+#include "compiler/frontend/external_data.h"
 
 namespace kiln::client {
 
@@ -22,6 +24,14 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   bytes << in.rdbuf();
   if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read '", path, "'"));
   return std::move(bytes).str();
+}
+
+// The one place the CLI reads a model: its external data is inlined here, so that kilnd and the
+// in-process compiler get one self-contained blob and never open a file the model names.
+absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return frontend::InlineExternalDataOfModelFile(*std::move(bytes), path);
 }
 
 absl::Status WriteFile(const std::string& path, std::string_view bytes) {

@@ -1,8 +1,5 @@
 // `kiln inspect`: the module in the IR text format, so a user sees every value's symbolic
 // shape after import or after any pass, or the optimized LLVM IR the target's code comes from.
-#include <fstream>
-#include <iterator>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
@@ -11,12 +8,6 @@
 #include "compiler/driver/pipeline.h"
 
 namespace kiln::client {
-
-absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read model '", path, "'"));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 namespace {
 // After every pass: the optimized LLVM module, or for a GPU target its kernels' PTX.

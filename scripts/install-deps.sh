@@ -18,20 +18,41 @@ packages=(
   # Backends other than x86_64: cross toolchains build kiln-runner for aarch64 and riscv64,
   # qemu-user runs it; wasm32 artifacts run in Node.js and headless Chromium.
   g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user nodejs chromium
+  # PostgreSQL: libpq for the fleet tier (cache/fleet_tier.h); the server for its tests.
+  postgresql-15 libpq-dev
+  # openssl: the TLS tests make their certificates with it (tests/support/make_test_certs.sh).
+  openssl
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The offline Kubernetes schema validator of tests/deploy (kubernetes-models), pinned by
+# tests/deploy/package-lock.json, into tests/deploy/node_modules (git-ignored). Debian's
+# nodejs has no npm; a Node.js that bundles npm (NodeSource) must not get Debian's.
+deploy_tests="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/deploy" && pwd)"
+# The stamp is the lock file that node_modules was installed from: a new lock reinstalls.
+stamp="$deploy_tests/node_modules/.kiln-installed-from-lock"
+if cmp -s "$deploy_tests/package-lock.json" "$stamp"; then
+  echo "install-deps: tests/deploy npm packages present"
+else
+  if ! command -v npm >/dev/null; then
+    "${sudo_cmd[@]}" apt-get update -qq
+    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends npm
+  fi
+  echo "install-deps: installing tests/deploy npm packages"
+  npm ci --prefix "$deploy_tests" --no-audit --no-fund
+  cp "$deploy_tests/package-lock.json" "$stamp"
+fi

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cache/compile_key.h"
 #include "cache/digest.h"
 #include "cache/tuning_db.h"
@@ -105,20 +106,26 @@ void CompileJob::TargetEvents::Error(const absl::Status& status) const {
   job->emit_(event);
 }
 
-absl::Status CompileJob::Run(const v1::CompileRequest& request) {
+absl::Status CompileJob::Validate(cache::Store& store, const v1::CompileRequest& request) {
   if (absl::Status status = ValidateRequest(request); !status.ok()) return status;
-  model_digest_ = request.model_digest();
-  absl::StatusOr<bool> present = store_.HasBlob(model_digest_);
+  absl::StatusOr<bool> present = store.HasBlob(request.model_digest());
   if (!present.ok()) return present.status();
   if (!*present) {
     return absl::NotFoundError(
-        absl::StrCat("compile: model ", model_digest_, " not found; upload it first"));
+        absl::StrCat("compile: model ", request.model_digest(), " not found; upload it first"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CompileJob::Run(const v1::CompileRequest& request) {
+  if (absl::Status status = Validate(store_, request); !status.ok()) return status;
+  model_digest_ = request.model_digest();
   driver::CompileOptions options = OptionsOf(request);
   options.tuning_db = tuning_.db;
+  options.interrupted = interrupted_;  // checked by the compiler between passes
+  if (fleet_ != nullptr && tuning_.db != nullptr) fleet_->PullTuning(*tuning_.db);
   absl::Status first_failure;
   for (const std::string& preset : request.targets()) {
-    // Between targets, not inside the compiler: the driver has no way to stop a run midway.
     if (absl::Status status = interrupted_(); !status.ok()) return status;
     absl::Status status = RunTarget(preset, options, request);
     if (first_failure.ok()) first_failure = status;
@@ -166,8 +173,12 @@ absl::StatusOr<cache::CompileResult> CompileJob::BuildTarget(const ir::Target& t
     if (!revision.ok()) return revision.status();
     tuning_revision = *revision;
   }
-  const std::string key = cache::CompileKey(model_digest_, target.Canonical(), options.Canonical(),
-                                            driver::CompilerVersion(), tuning_revision);
+  const cache::CompileKeyParts parts{.model_digest = model_digest_,
+                                     .target = target.Canonical(),
+                                     .options = options.Canonical(),
+                                     .compiler_version = driver::CompilerVersion(),
+                                     .tuning_revision = tuning_revision};
+  const std::string key = parts.Key();
   absl::StatusOr<std::optional<cache::CompileResult>> cached = LookUp(key);
   if (!cached.ok()) return cached.status();
   if (cached->has_value()) {
@@ -176,9 +187,52 @@ absl::StatusOr<cache::CompileResult> CompileJob::BuildTarget(const ir::Target& t
     events.Emit(v1::CompileEvent::CACHE_HIT, "", "artifact " + (*cached)->artifact_digest);
     return **cached;
   }
-  spdlog::info("compile {} for {}: cache miss, compiling", model_digest_, target.preset);
-  events.Emit(v1::CompileEvent::CACHE_MISS);
-  return CompileAndStore(target, options, key, events);
+  std::unique_ptr<Fleet::Lease> lease;
+  if (fleet_ != nullptr) {
+    absl::StatusOr<std::optional<cache::CompileResult>> elsewhere =
+        AwaitFleetLease(parts, events, &lease);
+    if (!elsewhere.ok()) return elsewhere.status();
+    if (elsewhere->has_value()) {
+      events.Emit(v1::CompileEvent::CACHE_HIT, "fleet",
+                  "artifact " + (*elsewhere)->artifact_digest + ", from the fleet tier");
+      return **elsewhere;
+    }
+  }
+  // Only a diagnosis: a failure to explain must not fail the compile.
+  absl::StatusOr<std::string> reason = store_.ExplainMiss(parts);
+  const std::string why = reason.ok() ? *reason : "unknown (" + reason.status().ToString() + ")";
+  spdlog::info("compile {} for {}: cache miss ({}), compiling", model_digest_, target.preset, why);
+  events.Emit(v1::CompileEvent::CACHE_MISS, "", why);
+  absl::StatusOr<cache::CompileResult> result = CompileAndStore(target, options, parts, events);
+  if (result.ok() && fleet_ != nullptr) fleet_->PushResult(key, *result, store_);
+  return result;
+}
+
+// The fleet's result for the key, or (nullopt) its compile lease in `lease`: while another
+// replica holds the lease, waits for that replica's result, and takes the lease over when
+// it lapses (its holder died). Without a reachable fleet tier: nullopt and no lease.
+absl::StatusOr<std::optional<cache::CompileResult>> CompileJob::AwaitFleetLease(
+    const cache::CompileKeyParts& key, const TargetEvents& events,
+    std::unique_ptr<Fleet::Lease>* lease) {
+  if (std::optional<cache::CompileResult> pulled = fleet_->PullResult(key, store_)) {
+    return pulled;
+  }
+  for (bool told = false;; told = true) {
+    bool fleet_down = false;
+    *lease = fleet_->TryLease(key.Key(), &fleet_down);
+    if (*lease != nullptr || fleet_down) break;
+    if (!told) {
+      events.Emit(v1::CompileEvent::INFO, "fleet",
+                  "another replica is compiling this target; waiting for its result");
+    }
+    if (absl::Status status = interrupted_(); !status.ok()) return status;
+    absl::SleepFor(fleet_->poll_interval());
+    if (std::optional<cache::CompileResult> pulled = fleet_->PullResult(key, store_)) {
+      return pulled;
+    }
+  }
+  // The holder may have finished between our last look and our taking the lease.
+  return fleet_->PullResult(key, store_);
 }
 
 // The kernels the tuning database has no record for, tuned within the request's budget.
@@ -193,6 +247,7 @@ absl::Status CompileJob::TuneTarget(const ir::Target& target, const driver::Comp
   absl::StatusOr<driver::TuneSummary> summary =
       TuneForJob(*model, target, options, tune_options, tuning_, sink, interrupted_);
   if (!summary.ok()) return summary.status();
+  if (fleet_ != nullptr) fleet_->PushTuning(*tuning_.db);
   events.Emit(
       v1::CompileEvent::INFO, "tune",
       absl::StrCat("tuned ", summary->results.size(), " of ", summary->kernels, " kernels in ",
@@ -214,8 +269,8 @@ absl::StatusOr<std::optional<cache::CompileResult>> CompileJob::LookUp(const std
 }
 
 absl::StatusOr<cache::CompileResult> CompileJob::CompileAndStore(
-    const ir::Target& target, const driver::CompileOptions& options, const std::string& key,
-    const TargetEvents& events) {
+    const ir::Target& target, const driver::CompileOptions& options,
+    const cache::CompileKeyParts& key, const TargetEvents& events) {
   absl::StatusOr<std::string_view> model = ModelBytes();
   if (!model.ok()) return model.status();
   driver::EventSink sink = [&events](const driver::CompileEvent& event) { events.Forward(event); };
@@ -232,6 +287,7 @@ absl::StatusOr<cache::CompileResult> CompileJob::CompileAndStore(
       .manifest_digest = *std::move(manifest_digest),
       .file_name = artifact->file_name.empty() ? target.artifact_file : artifact->file_name,
       .artifact_size = artifact->bytes.size()};
+  // Under the key's parts, so that a later miss can say which part differs.
   if (absl::Status status = store_.PutCompileResult(key, result); !status.ok()) return status;
   return result;
 }

@@ -13,10 +13,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/compile_key.h"
 #include "cache/store.h"
 #include "compiler/driver/driver.h"
 #include "compiler/ir/target.h"
 #include "kiln/v1/kiln.pb.h"
+#include "server/fleet.h"
 #include "server/tune_job.h"
 
 namespace kiln::server {
@@ -33,14 +35,20 @@ class CompileJob {
   // OK while the client still wants the result; else why not (CANCELLED, DEADLINE_EXCEEDED).
   using InterruptFn = std::function<absl::Status()>;
 
+  // With a `fleet`, results and tuning records are also looked up in and written to the
+  // fleet's shared tier, and its compile lease makes the fleet compile each key once.
   CompileJob(cache::Store& store, CompilerFn compiler, EmitFn emit, InterruptFn interrupted,
-             TuningSetup tuning = {})
+             TuningSetup tuning = {}, Fleet* fleet = nullptr)
       : store_(store),
         compiler_(std::move(compiler)),
         emit_(std::move(emit)),
         interrupted_(std::move(interrupted)),
-        tuning_(std::move(tuning)) {}
+        tuning_(std::move(tuning)),
+        fleet_(fleet) {}
 
+  // Checks the request (INVALID_ARGUMENT naming a bad field, NOT_FOUND naming a model that
+  // was never uploaded) without compiling anything; Run calls it first.
+  static absl::Status Validate(cache::Store& store, const v1::CompileRequest& request);
   // Every target ends with TARGET_DONE or TARGET_ERROR, in request order; a failed target
   // does not stop the others. Returns OK when all succeeded, else the first failure.
   absl::Status Run(const v1::CompileRequest& request);
@@ -64,9 +72,12 @@ class CompileJob {
                                                    const driver::CompileOptions& options,
                                                    const TargetEvents& events);
   absl::StatusOr<std::optional<cache::CompileResult>> LookUp(const std::string& key);
+  absl::StatusOr<std::optional<cache::CompileResult>> AwaitFleetLease(
+      const cache::CompileKeyParts& key, const TargetEvents& events,
+      std::unique_ptr<Fleet::Lease>* lease);
   absl::StatusOr<cache::CompileResult> CompileAndStore(const ir::Target& target,
                                                        const driver::CompileOptions& options,
-                                                       const std::string& key,
+                                                       const cache::CompileKeyParts& key,
                                                        const TargetEvents& events);
   absl::StatusOr<std::string_view> ModelBytes();
 
@@ -75,6 +86,7 @@ class CompileJob {
   EmitFn emit_;
   InterruptFn interrupted_;
   TuningSetup tuning_;
+  Fleet* fleet_;
   std::string model_digest_;
   std::optional<std::string> model_;  // read on the first cache miss only
 };

@@ -1,10 +1,14 @@
 #include "server/kilnd_flags.h"
 
+#include <fstream>
 #include <functional>
 #include <map>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/common.h"
 
 namespace kiln::server {
@@ -34,14 +38,51 @@ absl::Status SetText(const std::string& text, std::string* out) {
   return absl::OkStatus();
 }
 
+absl::Status ParseLogFormat(const std::string& text, bool* json) {
+  if (text != "text" && text != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-format wants text or json, got \"", text, "\""));
+  }
+  *json = text == "json";
+  return absl::OkStatus();
+}
+
+absl::Status ParseSeconds(const std::string& flag, const std::string& text, absl::Duration* out) {
+  int64_t seconds = 0;
+  if (absl::Status status = ParseNumber<int64_t>(flag, text, &seconds, 0); !status.ok()) {
+    return status;
+  }
+  *out = absl::Seconds(seconds);
+  return absl::OkStatus();
+}
+
 using Setter = std::function<absl::Status(const std::string& value)>;
 
 std::map<std::string, Setter> Setters(KilndFlags& flags) {
   ServiceOptions& service = flags.server.service;
+  TlsOptions& tls = flags.server.tls;
   return {
       {"listen", [&](const std::string& v) { return SetText(v, &flags.server.listen_address); }},
       {"data-dir", [&](const std::string& v) { return SetText(v, &flags.server.data_dir); }},
       {"log-level", [&](const std::string& v) { return ParseLogLevel(v, &flags.log_level); }},
+      {"log-format", [&](const std::string& v) { return ParseLogFormat(v, &flags.json_logs); }},
+      {"token-file", [&](const std::string& v) { return SetText(v, &flags.server.token_file); }},
+      {"metrics-listen",
+       [&](const std::string& v) { return SetText(v, &flags.server.metrics_listen); }},
+      {"postgres", [&](const std::string& v) { return SetText(v, &flags.server.postgres); }},
+      {"tls-cert", [&](const std::string& v) { return SetText(v, &tls.cert_file); }},
+      {"tls-key", [&](const std::string& v) { return SetText(v, &tls.key_file); }},
+      {"tls-client-ca", [&](const std::string& v) { return SetText(v, &tls.client_ca_file); }},
+      {"max-cache-bytes",
+       [&](const std::string& v) {
+         return ParseNumber<uint64_t>("max-cache-bytes", v, &flags.server.max_cache_bytes, 0);
+       }},
+      {"drain-seconds",
+       [&](const std::string& v) { return ParseSeconds("drain-seconds", v, &flags.server.drain); }},
+      {"max-job-seconds",
+       [&](const std::string& v) {
+         return ParseNumber<int64_t>("max-job-seconds", v, &service.max_job_seconds, 0);
+       }},
       {"max-model-bytes",
        [&](const std::string& v) {
          return ParseNumber("max-model-bytes", v, &service.max_model_bytes);
@@ -55,9 +96,66 @@ std::map<std::string, Setter> Setters(KilndFlags& flags) {
   };
 }
 
+// `name = value` lines, as "--name=value" arguments; blank lines and # comments skipped.
+absl::StatusOr<std::vector<std::string>> ReadConfigFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    return absl::InvalidArgumentError(absl::StrCat("--config: cannot read ", path));
+  }
+  std::vector<std::string> args;
+  std::string line;
+  for (int number = 1; std::getline(file, line); ++number) {
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || text[0] == '#') continue;
+    const size_t equals = text.find('=');
+    if (equals == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": expected `name = value`, got \"", text, "\""));
+    }
+    absl::string_view name = absl::StripAsciiWhitespace(text.substr(0, equals));
+    absl::string_view value = absl::StripAsciiWhitespace(text.substr(equals + 1));
+    if (name == "config") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": config files do not nest"));
+    }
+    args.push_back(absl::StrCat("--", name, "=", value));
+  }
+  return args;
+}
+
+// The config file's settings, then the command line's: a flag overrides the file.
+absl::StatusOr<std::vector<std::string>> WithConfigFile(const std::vector<std::string>& args) {
+  std::vector<std::string> merged;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string path;
+    if (args[i].rfind("--config=", 0) == 0) {
+      path = args[i].substr(9);
+    } else if (args[i] == "--config" && i + 1 < args.size()) {
+      path = args[i + 1];
+    } else {
+      continue;
+    }
+    absl::StatusOr<std::vector<std::string>> file = ReadConfigFile(path);
+    if (!file.ok()) return file.status();
+    merged.insert(merged.end(), file->begin(), file->end());
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--config=", 0) == 0) continue;
+    if (args[i] == "--config") {
+      ++i;
+      continue;
+    }
+    merged.push_back(args[i]);
+  }
+  return merged;
+}
+
 }  // namespace
 
-absl::StatusOr<KilndFlags> ParseKilndFlags(const std::vector<std::string>& args) {
+absl::StatusOr<KilndFlags> ParseKilndFlags(const std::vector<std::string>& command_line) {
+  absl::StatusOr<std::vector<std::string>> merged = WithConfigFile(command_line);
+  if (!merged.ok()) return merged.status();
+  const std::vector<std::string>& args = *merged;
   KilndFlags flags;
   const std::map<std::string, Setter> setters = Setters(flags);
   for (size_t i = 0; i < args.size(); ++i) {
@@ -91,18 +189,31 @@ absl::StatusOr<KilndFlags> ParseKilndFlags(const std::vector<std::string>& args)
 
 std::string KilndUsage() {
   const KilndFlags defaults;
-  const ServiceOptions& service = defaults.server.service;
+  const ServerOptions& server = defaults.server;
+  const ServiceOptions& service = server.service;
   return absl::StrCat(
-      "usage: kilnd [flags]\n", "  --listen HOST:PORT       address to serve on (default ",
-      defaults.server.listen_address, ")\n",
-      "  --data-dir DIR           cache directory, holds kiln.db (default ",
-      defaults.server.data_dir, ")\n",
+      "usage: kilnd [flags]\n",
+      "  --config FILE            `name = value` lines of these flags; the command line wins\n",
+      "  --listen HOST:PORT       address to serve on (default ", server.listen_address, ")\n",
+      "  --data-dir DIR           cache directory, holds kiln.db (default ", server.data_dir, ")\n",
       "  --log-level LEVEL        trace|debug|info|warn|error|critical|off (default ",
-      defaults.log_level, ")\n", "  --max-model-bytes N      largest model accepted (default ",
-      service.max_model_bytes, ")\n",
-      "  --max-jobs N             compile jobs running at once (default ", service.max_running_jobs,
-      ")\n", "  --max-queued-jobs N      jobs waiting before RESOURCE_EXHAUSTED (default ",
-      service.max_queued_jobs, ")\n");
+      defaults.log_level, ")\n",
+      "  --log-format FORMAT      text|json: json writes one object per line (default text)\n",
+      "  --token-file FILE        lines `TOKEN TENANT ROLE[,ROLE]`; without it anyone is admin\n",
+      "  --metrics-listen H:P     serve Prometheus metrics over HTTP at /metrics\n",
+      "  --postgres CONNINFO      the fleet's shared tier (libpq conninfo; password: PGPASSWORD)\n",
+      "  --tls-cert FILE          PEM certificate chain; with --tls-key the port speaks TLS\n",
+      "  --tls-key FILE           PEM private key\n",
+      "  --tls-client-ca FILE     PEM CA bundle: clients must present a certificate it signed\n",
+      "  --max-cache-bytes N      cache size cap, least recently used artifacts go first "
+      "(default 0: none)\n",
+      "  --max-model-bytes N      largest model accepted (default ", service.max_model_bytes, ")\n",
+      "  --max-jobs N             jobs running at once (default 0: one per core)\n",
+      "  --max-queued-jobs N      jobs waiting before RESOURCE_EXHAUSTED (default ",
+      service.max_queued_jobs, ")\n",
+      "  --max-job-seconds N      a job's time limit, DEADLINE_EXCEEDED after (default 0: none)\n",
+      "  --drain-seconds N        on SIGTERM, how long jobs in flight may finish (default ",
+      absl::ToInt64Seconds(server.drain), ")\n");
 }
 
 }  // namespace kiln::server

@@ -12,11 +12,14 @@ namespace kiln::server {
 struct KilndFlags {
   ServerOptions server;
   std::string log_level = "info";  // spdlog level name
+  bool json_logs = false;          // one JSON object per line instead of text
   bool help = false;
 };
 
 // Parses the arguments after the program name: "--name=value" or "--name value".
-// INVALID_ARGUMENT names an unknown flag, a missing value or a malformed number.
+// "--config FILE" reads `name = value` lines (flag names without "--", # comments) first;
+// flags on the command line override them. INVALID_ARGUMENT names an unknown flag, a
+// missing value, a malformed number or the config file's line.
 absl::StatusOr<KilndFlags> ParseKilndFlags(const std::vector<std::string>& args);
 std::string KilndUsage();
 

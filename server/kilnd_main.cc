@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/json_log.h"
 #include "server/kilnd_flags.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -24,6 +25,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(flags->log_level));
+  if (flags->json_logs) {
+    kiln::server::UseJsonLogs();
+  } else {
+    kiln::server::UseTextLogs();
+  }
+  kiln::server::RouteGrpcLogsToSpdlog();
 
   // Block the stop signals before gRPC starts its threads, so they all inherit the mask and
   // the signal is taken here by sigwait, where calling Shutdown is safe.
@@ -42,6 +49,6 @@ int main(int argc, char** argv) {
   int signal = 0;
   sigwait(&stop_signals, &signal);
   spdlog::info("kilnd: {} received, shutting down", strsignal(signal));
-  (*server)->Shutdown();
+  (*server)->Shutdown(flags->server.drain);
   return 0;
 }

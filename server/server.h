@@ -11,13 +11,36 @@
 #include "absl/time/time.h"
 #include "cache/store.h"
 #include "cache/tuning_db.h"
+#include "server/fleet.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/service.h"
 
 namespace kiln::server {
 
+// PEM files. With cert and key the port speaks TLS only; with client_ca as well, every client
+// must present a certificate signed by it (mutual TLS).
+struct TlsOptions {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+};
+
 struct ServerOptions {
   std::string listen_address = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
   std::string data_dir = "./var";                  // holds kiln.db; created if missing
+  TlsOptions tls;
+  // Bearer tokens with tenants and roles (server/auth.h); "": no auth, every caller is admin.
+  std::string token_file;
+  // HOST:PORT for Prometheus metrics over HTTP (/metrics); "": none.
+  std::string metrics_listen;
+  // libpq conninfo of the fleet's shared PostgreSQL tier; "": this kilnd's SQLite only.
+  std::string postgres;
+  FleetOptions fleet;
+  // The cache's size cap in bytes (least recently used artifacts go first); 0: none.
+  uint64_t max_cache_bytes = 0;
+  // How long a stop (SIGTERM) lets jobs in flight finish before cancelling them.
+  absl::Duration drain = absl::Seconds(30);
   ServiceOptions service;
 };
 
@@ -30,11 +53,14 @@ class Server {
 
   // The bound port (the chosen one when the address asked for port 0).
   int port() const { return port_; }
-  // Reports NOT_SERVING to health checks, stops taking calls, lets calls in flight finish
-  // within `grace` and then cancels them. Waits for the handlers to return. Idempotent.
+  // The metrics HTTP port; 0 without --metrics-listen.
+  int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
+  // Reports NOT_SERVING to health checks, refuses new jobs, lets jobs and calls in flight
+  // finish within `grace` and then cancels them. Waits for the handlers to return.
+  // Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
-  const KilnService& service() const { return *service_; }
+  KilnService& service() { return *service_; }
 
  private:
   Server() = default;
@@ -43,6 +69,10 @@ class Server {
   // store it uses go away.
   std::unique_ptr<cache::Store> store_;
   std::unique_ptr<cache::TuningDb> tuning_db_;  // in the store's kiln.db
+  std::unique_ptr<cache::Owners> owners_;       // likewise
+  std::unique_ptr<Fleet> fleet_;                // with --postgres
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // with --metrics-listen
   std::unique_ptr<KilnService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;

@@ -112,6 +112,7 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
   context.target = target;
   context.dim_bounds = options.dim_bounds;
   context.schedule_target = options.schedule_as;
+  context.interrupted = options.interrupted;
   if (options.tuning_db) {
     const ir::Target schedule_target = options.schedule_as.value_or(target);
     context.tuned_traces = [&options, schedule_target](const std::string& workload) {
@@ -124,6 +125,7 @@ absl::StatusOr<Artifact> CompileModel(std::string_view onnx_bytes, const ir::Tar
            absl::StrCat(context.tuned_kernels, " of ", context.tunable_kernels,
                         " tunable kernels from tuning records"));
   }
+  if (options.interrupted) KILN_RETURN_IF_ERROR(options.interrupted());
   Report(events, Kind::kStage, "codegen",
          absl::StrCat("LLVM for ", target.triple, " (", target.cpu, ")"));
   std::string signature = SignatureText(main);

@@ -33,6 +33,10 @@ struct CompileOptions {
   // is built from the record's schedule. Null: default schedules. Not part of Canonical():
   // callers that cache artifacts key them by the database's state too (TuningDb::Revision).
   cache::TuningDb* tuning_db = nullptr;
+  // Polled between passes and before code generation: a non-OK status (the job was cancelled
+  // or ran out of time) ends the compile with that status. Unset: never interrupted. Not part
+  // of Canonical().
+  std::function<absl::Status()> interrupted;
   // Stable text of the options, for cache keys ("dim_bounds=seq:4096").
   std::string Canonical() const;
 };
@@ -40,8 +44,8 @@ struct CompileOptions {
 struct CompileEvent {
   enum class Kind { kStage, kPass, kInfo, kTuning };
   Kind kind = Kind::kInfo;
-  std::string name;     // stage or pass name ("import", "legalize", "codegen")
-  std::string message;  // human text
+  std::string name;           // stage or pass name ("import", "legalize", "codegen")
+  std::string message;        // human text
   tune::TuneProgress tuning;  // kTuning: trials done, best GFLOP/s, time left
 };
 using EventSink = std::function<void(const CompileEvent&)>;

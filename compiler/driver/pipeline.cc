@@ -102,6 +102,7 @@ absl::StatusOr<ir::IRModule> RunPipeline(ir::IRModule module, const AfterPass& a
   // A pass that breaks an invariant is caught right after it runs, not passes later.
   KILN_RETURN_IF_ERROR(Verify(module, "import"));
   for (const Pass& pass : Pipeline()) {
+    if (context.interrupted) KILN_RETURN_IF_ERROR(context.interrupted());
     KILN_ASSIGN_OR_RETURN(module, pass.run(std::move(module), context));
     KILN_RETURN_IF_ERROR(Verify(module, pass.name));
     if (after_pass) after_pass(pass.name, module);

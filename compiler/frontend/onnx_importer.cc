@@ -1,5 +1,6 @@
 #include "compiler/frontend/onnx_importer.h"
 
+#include <climits>
 #include <map>
 #include <set>
 
@@ -431,6 +432,10 @@ absl::Status NodeError(int index, const onnx::NodeProto& node, const absl::Statu
 
 absl::StatusOr<ir::IRModule> ImportOnnx(std::string_view model_bytes) {
   onnx::ModelProto model;
+  if (model_bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("not an ONNX model: ", model_bytes.size(),
+                                                   " bytes, past protobuf's 2 GiB limit"));
+  }
   if (model_bytes.empty() ||
       !model.ParseFromArray(model_bytes.data(), static_cast<int>(model_bytes.size()))) {
     return absl::InvalidArgumentError(absl::StrCat("not an ONNX model: ", model_bytes.size(),

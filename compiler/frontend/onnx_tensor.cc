@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/arith/check.h"
+#include "compiler/frontend/external_data.h"
 
 namespace kiln::frontend {
 
@@ -66,9 +67,8 @@ static absl::Status CopyField(const Field& field, ir::NDArray& out) {
 }
 
 absl::StatusOr<ir::NDArray> NDArrayFromTensorProto(const onnx::TensorProto& tensor) {
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    return absl::InvalidArgumentError("external data is not supported yet");
-  }
+  // Never opened here: the client inlines external data (external_data.h).
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) return ExternalDataNotInlined(tensor);
   KILN_ASSIGN_OR_RETURN(DataType dtype, DataTypeFromOnnx(tensor.data_type()));
   std::vector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
   for (int64_t d : shape) {

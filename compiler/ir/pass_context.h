@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "compiler/arith/expr.h"
 #include "compiler/ir/target.h"
 
@@ -26,6 +27,9 @@ struct PassContext {
   // symbols, else the value of its bucket symbol up to which one is used. Unset: default
   // schedules.
   std::function<std::map<std::string, std::string>(const std::string& workload)> tuned_traces;
+  // Polled by the pipeline before each pass; a non-OK status stops it (cancelled jobs,
+  // deadlines). Unset: never interrupted.
+  std::function<absl::Status()> interrupted;
 
   // Memory planning's result, in terms of the inputs' symbolic dims: the workspace the
   // artifact allocates per run (storage shared across non-overlapping lifetimes) and what it

@@ -13,6 +13,11 @@
 #include "gtest/gtest.h"
 #include "kiln/v1/kiln.grpc.pb.h"
 
+// onnx_proto is the client library's private dependency; its headers need these.
+#define ONNX_ML 1
+#define ONNX_NAMESPACE onnx
+#include "onnx/onnx_pb.h"
+
 namespace kiln::client {
 namespace {
 
@@ -219,6 +224,81 @@ TEST_F(CompileTest, TargetsFromTheServer) {
   EXPECT_EQ(out_.str(),
             "x86_64\ttriple=x86_64-unknown-linux-gnu;cpu=x86-64;features=;vector_bits=128\tany "
             "x86-64 server\n");
+}
+
+// The model's external data travels inside the uploaded blob; kilnd is never sent a file name.
+TEST_F(CompileTest, InlinesExternalDataBeforeUpload) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::TensorProto* w = model.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(2);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  onnx::StringStringEntryProto* location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("weights/w.bin");
+  std::filesystem::create_directories(Path("weights"));
+  std::ofstream(Path("weights/w.bin"), std::ios::binary) << std::string(8, '\x01');
+  std::ofstream(Path("model.onnx"), std::ios::binary) << model.SerializeAsString();
+  ASSERT_EQ(Kiln({"compile", Path("model.onnx"), "-t", "x86_64", "--server", address_, "--out",
+                  Path("out")}),
+            0)
+      << err_.str();
+  onnx::ModelProto uploaded;
+  ASSERT_TRUE(uploaded.ParseFromString(service_.uploaded));
+  const onnx::TensorProto& inlined = uploaded.graph().initializer(0);
+  EXPECT_EQ(inlined.data_location(), onnx::TensorProto::DEFAULT);
+  EXPECT_EQ(inlined.external_data_size(), 0);
+  EXPECT_EQ(inlined.raw_data(), std::string(8, '\x01'));
+
+  // A location outside the model's folder is refused before anything is uploaded.
+  location->set_value("../secret");
+  std::ofstream(Path("model.onnx"), std::ios::binary) << model.SerializeAsString();
+  service_.upload_messages = 0;
+  EXPECT_EQ(Kiln({"compile", Path("model.onnx"), "-t", "x86_64", "--server", address_, "--out",
+                  Path("out")}),
+            1);
+  EXPECT_THAT(err_.str(), HasSubstr("error: INVALID_ARGUMENT: model '" + Path("model.onnx") +
+                                    "': tensor 'w' (external data '../secret'): the location "
+                                    "contains '..'"));
+  EXPECT_EQ(service_.upload_messages, 0);
+}
+
+// Every command that reads a model inlines its external data: here `kiln inspect`, in process.
+TEST_F(CompileTest, InspectReadsExternalData) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto* graph = model.mutable_graph();
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* info = name[0] == 'x' ? graph->add_input() : graph->add_output();
+    info->set_name(name);
+    info->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    info->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  }
+  onnx::NodeProto* add = graph->add_node();
+  add->set_op_type("Add");
+  add->add_input("x");
+  add->add_input("w");
+  add->add_output("y");
+  onnx::TensorProto* w = graph->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(2);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  onnx::StringStringEntryProto* location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("w.bin");
+  std::ofstream(Path("w.bin"), std::ios::binary) << std::string(8, '\0');
+  std::ofstream(Path("model.onnx"), std::ios::binary) << model.SerializeAsString();
+  ASSERT_EQ(Kiln({"inspect", Path("model.onnx")}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("add"));
+
+  std::filesystem::remove(Path("w.bin"));
+  EXPECT_EQ(Kiln({"inspect", Path("model.onnx")}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("tensor 'w' (external data 'w.bin'): no such file"));
 }
 
 }  // namespace

@@ -57,5 +57,24 @@ TEST(PipelineTest, ShapeChainModelLowersToHostCode) {
   EXPECT_TRUE(lowered->prim_funcs.count("reshape_0"));
 }
 
+// A cancelled or timed-out job stops the compiler at the next pass, with the job's status.
+TEST(PipelineTest, InterruptionStopsTheCompileBetweenPasses) {
+  int checks = 0;
+  int passes = 0;
+  driver::CompileOptions options;
+  options.interrupted = [&checks]() -> absl::Status {
+    return ++checks <= 3 ? absl::OkStatus() : absl::CancelledError("job cancelled");
+  };
+  auto events = [&passes](const driver::CompileEvent& event) {
+    if (event.kind == driver::CompileEvent::Kind::kPass) ++passes;
+  };
+  absl::StatusOr<driver::Artifact> artifact =
+      driver::CompileModel(ShapeChainModel(), *ir::ParseTarget("x86_64"), options, events);
+  EXPECT_TRUE(absl::IsCancelled(artifact.status())) << artifact.status();
+  EXPECT_EQ(artifact.status().message(), "job cancelled");
+  EXPECT_EQ(passes, 3);
+  EXPECT_LT(passes, static_cast<int>(driver::Pipeline().size()));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// The Kiln gRPC service end to end: an in-process server on port 0 with a temporary data dir,
+// The Kiln gRPC service end to end through tests/support/service_fixture.h (an in-process kilnd),
 // driven through a real client stub. Correctness first, then user errors (each followed by a
 // check that the daemon still serves).
 #include <grpcpp/create_channel.h>
@@ -23,208 +23,13 @@
 #include "kiln/v1/kiln.grpc.pb.h"
 #include "server/server.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/service_fixture.h"
 
 namespace kiln::server {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-using Kind = v1::CompileEvent::Kind;
-
-constexpr size_t kMiB = 1 << 20;
-
-// Deterministic, non-repeating-looking bytes of a given size.
-std::string Bytes(size_t size, int seed = 0) {
-  std::string bytes(size, '\0');
-  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 7919 + seed * 31) >> 3);
-  return bytes;
-}
-
-// Stands in for driver::CompileModel where a test needs a compiler that succeeds: the
-// artifact depends on everything the cache key covers, so a wrong hit would show.
-struct FakeCompiler {
-  std::atomic<int> calls{0};
-  size_t artifact_size = 1000;   // room for the text that ties it to its inputs
-  std::function<void()> during;  // runs inside each call: block, throw, ...
-
-  absl::StatusOr<driver::Artifact> Compile(std::string_view onnx, const ir::Target& target,
-                                           const driver::CompileOptions& options,
-                                           const driver::EventSink& events) {
-    ++calls;
-    events({driver::CompileEvent::Kind::kStage, "import", "importing"});
-    events({driver::CompileEvent::Kind::kPass, "fuse", ""});
-    if (during) during();
-    std::string bytes = cache::Sha256Hex(onnx) + target.Canonical() + options.Canonical();
-    bytes += Bytes(artifact_size > bytes.size() ? artifact_size - bytes.size() : 0);
-    return driver::Artifact{target.Canonical(), "model.so", bytes, "{\"fake\": true}"};
-  }
-};
-
-class ServiceTestBase : public ::testing::Test {
- protected:
-  void Start(ServiceOptions service) {
-    data_dir_ = std::filesystem::path(::testing::TempDir()) /
-                ("kiln_server_" +
-                 std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(data_dir_);
-    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(
-        {.listen_address = "127.0.0.1:0", .data_dir = data_dir_.string(), .service = service});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
-                                   grpc::InsecureChannelCredentials());
-    stub_ = v1::Kiln::NewStub(channel_);
-  }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(data_dir_);
-  }
-
-  // Every client call gets a deadline, as real clients must.
-  static void SetDeadline(grpc::ClientContext& context) {
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  }
-
-  // The upload of `model` in `chunk`-byte pieces; the header may be overridden to lie.
-  static std::vector<v1::UploadModelRequest> Chunks(const std::string& model, size_t chunk,
-                                                    std::string sha256 = "",
-                                                    int64_t total_bytes = -1) {
-    std::vector<v1::UploadModelRequest> messages;
-    for (size_t offset = 0; offset == 0 || offset < model.size(); offset += chunk) {
-      v1::UploadModelRequest& message = messages.emplace_back();
-      message.set_chunk(model.substr(offset, chunk));
-    }
-    messages[0].set_name("test.onnx");
-    messages[0].set_sha256(sha256.empty() ? cache::Sha256Digest(model) : sha256);
-    messages[0].set_total_bytes(total_bytes < 0 ? model.size() : total_bytes);
-    return messages;
-  }
-
-  grpc::Status Upload(const std::vector<v1::UploadModelRequest>& messages,
-                      v1::UploadModelResponse* response) {
-    grpc::ClientContext context;
-    SetDeadline(context);
-    std::unique_ptr<grpc::ClientWriter<v1::UploadModelRequest>> writer =
-        stub_->UploadModel(&context, response);
-    for (const v1::UploadModelRequest& message : messages) {
-      if (!writer->Write(message)) break;  // the server already answered
-    }
-    writer->WritesDone();
-    return writer->Finish();
-  }
-
-  // Uploads `model` and returns its digest.
-  std::string UploadModel(const std::string& model) {
-    v1::UploadModelResponse response;
-    grpc::Status status = Upload(Chunks(model, kMiB), &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.model_digest();
-  }
-
-  struct CompileOutcome {
-    grpc::Status status;
-    std::vector<v1::CompileEvent> events;
-    std::vector<v1::CompileEvent> OfKind(Kind kind) const {
-      std::vector<v1::CompileEvent> found;
-      for (const v1::CompileEvent& event : events) {
-        if (event.kind() == kind) found.push_back(event);
-      }
-      return found;
-    }
-  };
-
-  CompileOutcome Compile(const std::string& digest, const std::vector<std::string>& targets,
-                         const std::map<std::string, int64_t>& dim_bounds = {}) {
-    v1::CompileRequest request;
-    request.set_model_digest(digest);
-    for (const std::string& target : targets) request.add_targets(target);
-    for (const auto& [dim, bound] : dim_bounds) (*request.mutable_dim_bounds())[dim] = bound;
-    return Compile(request);
-  }
-
-  CompileOutcome Compile(const v1::CompileRequest& request) {
-    grpc::ClientContext context;
-    SetDeadline(context);
-    CompileOutcome outcome;
-    std::unique_ptr<grpc::ClientReader<v1::CompileEvent>> reader =
-        stub_->Compile(&context, request);
-    v1::CompileEvent event;
-    while (reader->Read(&event)) outcome.events.push_back(event);
-    outcome.status = reader->Finish();
-    return outcome;
-  }
-
-  grpc::Status Fetch(const std::string& digest, std::vector<v1::ArtifactChunk>* chunks) {
-    v1::FetchArtifactRequest request;
-    request.set_artifact_digest(digest);
-    grpc::ClientContext context;
-    SetDeadline(context);
-    std::unique_ptr<grpc::ClientReader<v1::ArtifactChunk>> reader =
-        stub_->FetchArtifact(&context, request);
-    v1::ArtifactChunk chunk;
-    while (reader->Read(&chunk)) chunks->push_back(chunk);
-    return reader->Finish();
-  }
-
-  // grpc.health.v1.Health/Check without its generated code (Debian ships none): the request
-  // is HealthCheckRequest{service}, the answer HealthCheckResponse{status}, status 1 SERVING.
-  int HealthStatus(const std::string& service) {
-    std::string request_bytes;
-    if (!service.empty()) request_bytes = "\x0a" + std::string(1, char(service.size())) + service;
-    grpc::Slice slice(request_bytes);
-    grpc::ByteBuffer request(&slice, 1), response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-        channel_.get(),
-        grpc::internal::RpcMethod("/grpc.health.v1.Health/Check",
-                                  grpc::internal::RpcMethod::NORMAL_RPC),
-        &context, request, &response);
-    if (!status.ok()) return -status.error_code();
-    std::vector<grpc::Slice> slices;
-    EXPECT_TRUE(response.Dump(&slices).ok());
-    std::string bytes;
-    for (const grpc::Slice& s : slices)
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    return bytes.size() == 2 && bytes[0] == '\x08' ? bytes[1] : -1;
-  }
-
-  // After a bad request: the daemon still answers, and still reports itself healthy.
-  void ExpectStillServing() {
-    v1::ListTargetsResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    grpc::Status status = stub_->ListTargets(&context, {}, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    EXPECT_GT(response.targets_size(), 0);
-    EXPECT_EQ(HealthStatus(""), 1);
-  }
-
-  std::filesystem::path data_dir_;
-  std::unique_ptr<Server> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Kiln::Stub> stub_;
-};
-
-// The daemon as shipped: driver::CompileModel.
-class ServiceTest : public ServiceTestBase {
- protected:
-  void SetUp() override { Start(ServiceOptions{.max_model_bytes = 8 * kMiB}); }
-};
-
-// A compiler that succeeds, for what happens after a compilation.
-class FakeCompilerTest : public ServiceTestBase {
- protected:
-  void SetUp() override { Start(Options()); }
-  ServiceOptions Options() {
-    return ServiceOptions{.compiler = [this](std::string_view onnx, const ir::Target& target,
-                                             const driver::CompileOptions& options,
-                                             const driver::EventSink& events) {
-      return fake_.Compile(onnx, target, options, events);
-    }};
-  }
-  FakeCompiler fake_;
-};
 
 // --- Correctness ---------------------------------------------------------------------------
 
@@ -541,34 +346,6 @@ TEST_F(FakeCompilerTest, CompilerExceptionBecomesInternalAndTheDaemonLives) {
   EXPECT_THAT(outcome.status.error_message(), HasSubstr("boom"));
   ASSERT_THAT(outcome.OfKind(v1::CompileEvent::TARGET_ERROR), SizeIs(1));
   ExpectStillServing();
-}
-
-// --- Admission control ---------------------------------------------------------------------
-
-class BusyServerTest : public FakeCompilerTest {
- protected:
-  void SetUp() override {
-    ServiceOptions options = Options();
-    options.max_running_jobs = 1;
-    options.max_queued_jobs = 0;
-    Start(options);
-  }
-};
-
-TEST_F(BusyServerTest, FullQueueIsResourceExhausted) {
-  const std::string digest = UploadModel(Bytes(100));
-  absl::Notification compiling, release;
-  fake_.during = [&] {
-    compiling.Notify();
-    release.WaitForNotification();
-  };
-  std::thread first([&] { EXPECT_TRUE(Compile(digest, {"x86_64"}).status.ok()); });
-  compiling.WaitForNotification();
-  CompileOutcome second = Compile(digest, {"x86_64"});
-  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  release.Notify();
-  first.join();
-  EXPECT_TRUE(Compile(digest, {"x86_64"}).status.ok());  // a slot is free again
 }
 
 // --- Tuning through the service (the real compiler and tuner, measured cheaply) ---------
