@@ -397,6 +397,13 @@ absl::StatusOr<bool> Store::HasBlob(std::string_view digest) {
   return stmt->BindText(1, digest).Step();
 }
 
+absl::StatusOr<bool> Store::HasCompileResult(std::string_view key) {
+  absl::MutexLock lock(&mu_);
+  auto stmt = Statement::Prepare(db_, "SELECT 1 FROM compile_results WHERE key = ?1");
+  if (!stmt.ok()) return stmt.status();
+  return stmt->BindText(1, key).Step();
+}
+
 absl::Status Store::PutCompileResult(const CompileKeyParts& parts, const CompileResult& result) {
   const std::string key = parts.Key();
   absl::MutexLock lock(&mu_);
@@ -566,6 +573,11 @@ absl::StatusOr<EvictResult> Store::Evict(const EvictRequest& request) {
   });
   if (!status.ok()) return status;
   return result;
+}
+
+absl::Status Store::Checkpoint() {
+  absl::MutexLock lock(&mu_);
+  return Exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 }  // namespace kiln::cache

@@ -95,6 +95,9 @@ class Store {
   absl::StatusOr<std::optional<std::string>> GetBlob(std::string_view digest);
   // Whether a row exists; does not read or verify the bytes.
   absl::StatusOr<bool> HasBlob(std::string_view digest);
+  // Whether a compile result is recorded for `key`; reads no blob and counts neither a hit
+  // nor a miss (kilnd's quick look before it queues a compile).
+  absl::StatusOr<bool> HasCompileResult(std::string_view key);
 
   // Records that the compilation `parts` produced `result`, under parts.Key(), then evicts
   // down to the cap (never this artifact). Both blobs must already be stored
@@ -116,6 +119,9 @@ class Store {
   absl::StatusOr<CacheStats> Stats();
   // NOT_FOUND for a kArtifact request naming no stored artifact.
   absl::StatusOr<EvictResult> Evict(const EvictRequest& request);
+  // Copies the write-ahead log into the database file and truncates it, so a stopped
+  // daemon leaves one self-contained file (kilnd calls it when it shuts down).
+  absl::Status Checkpoint();
 
   // The largest blob SQLite will store (its SQLITE_LIMIT_LENGTH, less room for the row).
   uint64_t max_blob_bytes() const { return max_blob_bytes_; }

@@ -30,6 +30,15 @@ constexpr char kUsage[] =
     "  kiln tuning import FILE [--cache DIR]   adds the records of FILE (JSON lines)\n"
     "  kiln tuning stats [--cache DIR]\n"
     "    (--cache: the folder holding kiln.db, as kilnd's --data-dir; default ./var)\n"
+    "  kiln jobs [list] --server HOST:PORT            kilnd's jobs, one per line\n"
+    "  kiln jobs get|cancel ID --server HOST:PORT\n"
+    "  kiln jobs watch ID [--from N] --server HOST:PORT   events until the job ends\n"
+    "  kiln cache stats [--cache DIR | --server HOST:PORT]\n"
+    "  kiln cache evict --all|--to-bytes N|--artifact DIGEST [--cache DIR | --server HOST:PORT]\n"
+    "    (models and tuning records are never evicted; through kilnd: the admin role)\n"
+    "With --server, the environment says how to reach kilnd: KILN_TOKEN (or KILN_TOKEN_FILE)\n"
+    "sends a bearer token; KILN_TLS_CA turns TLS on, KILN_TLS_CERT and KILN_TLS_KEY add a\n"
+    "client certificate.\n"
     "Results go to stdout, progress and errors to stderr.\n";
 
 struct FlagSpec {
@@ -372,6 +381,70 @@ absl::StatusOr<TuningArgs> ParseTuningArgs(const std::vector<std::string>& words
   return args;
 }
 
+absl::StatusOr<JobsArgs> ParseJobsArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(words, {{"server"}, {"timeout"}, {"from"}});
+  if (!parsed.ok()) return parsed.status();
+  JobsArgs args;
+  const std::vector<std::string>& positionals = parsed->positionals;
+  if (!positionals.empty()) args.action = positionals[0];
+  if (args.action != "list" && args.action != "get" && args.action != "watch" &&
+      args.action != "cancel") {
+    return Invalid(absl::StrCat("unknown action '", args.action, "'"));
+  }
+  const size_t wanted = args.action == "list" ? 1 : 2;
+  if (positionals.size() > wanted) {
+    return Invalid(absl::StrCat("unexpected argument '", positionals[wanted], "'"));
+  }
+  if (wanted == 2) {
+    if (positionals.size() < 2) return Invalid(absl::StrCat(args.action, " expects a job ID"));
+    args.job_id = positionals[1];
+  }
+  args.server = parsed->Get("server");
+  if (args.server.empty()) return Invalid("jobs live in kilnd: give --server HOST:PORT");
+  if (!parsed->Get("from").empty() &&
+      (!absl::SimpleAtoi(parsed->Get("from"), &args.from_event) || args.from_event < 0)) {
+    return Invalid(
+        absl::StrCat("--from wants an event index >= 0, got '", parsed->Get("from"), "'"));
+  }
+  absl::StatusOr<int64_t> timeout = TimeoutSeconds(*parsed);
+  if (!timeout.ok()) return timeout.status();
+  args.timeout_s = *timeout;
+  return args;
+}
+
+absl::StatusOr<CacheArgs> ParseCacheArgs(const std::vector<std::string>& words) {
+  auto parsed = SplitWords(
+      words,
+      {{"server"}, {"timeout"}, {"cache"}, {"all", false, false}, {"to-bytes"}, {"artifact"}});
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->positionals.size() != 1 ||
+      (parsed->positionals[0] != "stats" && parsed->positionals[0] != "evict")) {
+    return Invalid("expected stats or evict");
+  }
+  CacheArgs args;
+  args.action = parsed->positionals[0];
+  args.server = parsed->Get("server");
+  if (!parsed->Get("cache").empty()) {
+    if (!args.server.empty()) return Invalid("give --cache DIR or --server HOST:PORT, not both");
+    args.cache_dir = parsed->Get("cache");
+  }
+  args.all_artifacts = parsed->flags.contains("all");
+  args.artifact_digest = parsed->Get("artifact");
+  const std::string to_bytes = parsed->Get("to-bytes");
+  if (!to_bytes.empty() && (!absl::SimpleAtoi(to_bytes, &args.to_bytes) || args.to_bytes < 0)) {
+    return Invalid(absl::StrCat("--to-bytes wants a number >= 0, got '", to_bytes, "'"));
+  }
+  const int chosen = args.all_artifacts + !args.artifact_digest.empty() + !to_bytes.empty();
+  if (args.action == "evict" && chosen != 1) {
+    return Invalid("evict wants exactly one of --all, --to-bytes N, --artifact DIGEST");
+  }
+  if (args.action == "stats" && chosen != 0) return Invalid("stats takes no eviction flags");
+  absl::StatusOr<int64_t> timeout = TimeoutSeconds(*parsed);
+  if (!timeout.ok()) return timeout.status();
+  args.timeout_s = *timeout;
+  return args;
+}
+
 namespace {
 
 // Parses the words for one command and runs it; 2 for bad usage.
@@ -412,6 +485,8 @@ int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostrea
     return Dispatch(command, rest, &ParseTargetsArgs, &ListTargets, console);
   if (command == "tune") return Dispatch(command, rest, &ParseTuneArgs, &Tune, console);
   if (command == "tuning") return Dispatch(command, rest, &ParseTuningArgs, &Tuning, console);
+  if (command == "jobs") return Dispatch(command, rest, &ParseJobsArgs, &Jobs, console);
+  if (command == "cache") return Dispatch(command, rest, &ParseCacheArgs, &Cache, console);
   err << "kiln: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -19,6 +19,8 @@ absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& wor
 absl::StatusOr<TargetsArgs> ParseTargetsArgs(const std::vector<std::string>& words);
 absl::StatusOr<TuneArgs> ParseTuneArgs(const std::vector<std::string>& words);
 absl::StatusOr<TuningArgs> ParseTuningArgs(const std::vector<std::string>& words);
+absl::StatusOr<JobsArgs> ParseJobsArgs(const std::vector<std::string>& words);
+absl::StatusOr<CacheArgs> ParseCacheArgs(const std::vector<std::string>& words);
 
 // Runs `kiln <words>`; returns the exit status: 0 done, 1 the command failed, 2 bad usage.
 int RunCli(const std::vector<std::string>& words, std::ostream& out, std::ostream& err);

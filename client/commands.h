@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kiln/v1/kiln.pb.h"
 
 namespace kiln::cache {
 class TuningDb;
@@ -42,6 +43,8 @@ struct CompileArgs {
 };
 // Writes out_dir/<target>/<artifact file> and out_dir/<target>/manifest.json per target.
 absl::Status Compile(const CompileArgs& args, Console console);
+// One line per event of kilnd's: "[x86_64] cache hit", "[x86_64] pass fuse_ops", ...
+void PrintCompileEvent(const v1::CompileEvent& event, std::ostream& err);
 
 struct RunArgs {
   // A folder with one .so artifact, or the artifact itself; with `reference`, an ONNX model.
@@ -118,5 +121,31 @@ struct TuneArgs {
 // database, with progress on stderr and a table of kernels (default and tuned GFLOP/s) on
 // stdout.
 absl::Status Tune(const TuneArgs& args, Console console);
+
+struct JobsArgs {
+  std::string action = "list";  // "list", "get", "watch" or "cancel"
+  std::string job_id;           // all but list
+  int64_t from_event = 0;       // watch: the first event to show
+  std::string server;           // "host:port" (jobs live in kilnd)
+  int64_t timeout_s = 600;
+};
+// kilnd's jobs: list prints one line per job, get one job, watch its events until it ends
+// (resuming after a dropped connection; a failed or cancelled job is an error), cancel stops
+// it.
+absl::Status Jobs(const JobsArgs& args, Console console);
+
+struct CacheArgs {
+  std::string action;               // "stats" or "evict"
+  std::string cache_dir = "./var";  // without --server: the folder holding kiln.db
+  std::string server;               // "host:port": kilnd's cache (evict needs the admin role)
+  int64_t timeout_s = 600;
+  // evict: exactly one of
+  bool all_artifacts = false;
+  int64_t to_bytes = -1;  // least recently used artifacts go until the cache holds this
+  std::string artifact_digest;
+};
+// stats prints the cache's counts and sizes; evict drops artifacts (never models or tuning
+// records) and prints how many and how many bytes.
+absl::Status Cache(const CacheArgs& args, Console console);
 
 }  // namespace kiln::client

@@ -115,8 +115,56 @@ absl::Status CompileLocally(const CompileArgs& args, const std::string& model, C
   return first_error;
 }
 
-// "[x86_64] cache hit", "[x86_64] pass fuse_ops", ...
-void PrintRemoteEvent(const v1::CompileEvent& event, std::ostream& err) {
+v1::CompileRequest MakeCompileRequest(const CompileArgs& args, const std::string& model_digest) {
+  v1::CompileRequest request;
+  request.set_model_digest(model_digest);
+  for (const std::string& t : UniqueTargets(args.targets)) request.add_targets(t);
+  for (const auto& [name, bound] : args.dim_bounds) (*request.mutable_dim_bounds())[name] = bound;
+  request.set_tune_trials(args.tune_trials);
+  request.set_tune_seconds(args.tune_seconds);
+  return request;
+}
+
+// Fetches every finished target's artifact, then answers the compile's own status (a failed
+// target does not cost the others their results).
+absl::Status CompileRemotely(const CompileArgs& args, const std::string& model, Console console) {
+  absl::StatusOr<std::unique_ptr<RemoteKiln>> connected =
+      RemoteKiln::Connect(args.server, std::chrono::seconds(args.timeout_s));
+  if (!connected.ok()) return connected.status();
+  RemoteKiln& remote = **connected;
+  std::string name = std::filesystem::path(args.model_path).filename().string();
+  absl::StatusOr<std::string> digest = remote.UploadModel(name, model);
+  if (!digest.ok()) return digest.status();
+  console.err << "uploaded " << name << " (" << model.size() << " bytes) as " << *digest << "\n";
+
+  std::vector<v1::CompileEvent> done;
+  absl::Status compiled =
+      remote.Compile(MakeCompileRequest(args, *digest), [&](const v1::CompileEvent& event) {
+        PrintCompileEvent(event, console.err);
+        if (event.kind() == v1::CompileEvent::TARGET_DONE) done.push_back(event);
+      });
+  std::set<std::string> finished;
+  for (const v1::CompileEvent& event : done) {
+    absl::StatusOr<FetchedArtifact> artifact = remote.FetchArtifact(event.artifact_digest());
+    if (!artifact.ok()) return Prefixed(event.target_preset(), artifact.status());
+    absl::Status written =
+        WriteArtifact(args, ArtifactFolder(event.target_preset()), artifact->file_name,
+                      artifact->bytes, artifact->manifest_json, console);
+    if (!written.ok()) return written;
+    finished.insert(event.target_preset());
+  }
+  if (!compiled.ok()) return compiled;
+  for (const std::string& t : UniqueTargets(args.targets)) {
+    if (!finished.contains(t)) {
+      return absl::InternalError(absl::StrCat("kilnd finished without an artifact for '", t, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void PrintCompileEvent(const v1::CompileEvent& event, std::ostream& err) {
   const std::string& label = !event.target_preset().empty() ? event.target_preset()
                              : !event.target().empty()      ? event.target()
                                                             : "kilnd";
@@ -151,52 +199,6 @@ void PrintRemoteEvent(const v1::CompileEvent& event, std::ostream& err) {
   if (!event.message().empty()) err << ": " << event.message();
   err << "\n";
 }
-
-v1::CompileRequest MakeCompileRequest(const CompileArgs& args, const std::string& model_digest) {
-  v1::CompileRequest request;
-  request.set_model_digest(model_digest);
-  for (const std::string& t : UniqueTargets(args.targets)) request.add_targets(t);
-  for (const auto& [name, bound] : args.dim_bounds) (*request.mutable_dim_bounds())[name] = bound;
-  request.set_tune_trials(args.tune_trials);
-  request.set_tune_seconds(args.tune_seconds);
-  return request;
-}
-
-// Fetches every finished target's artifact, then answers the compile's own status (a failed
-// target does not cost the others their results).
-absl::Status CompileRemotely(const CompileArgs& args, const std::string& model, Console console) {
-  RemoteKiln remote(args.server, std::chrono::seconds(args.timeout_s));
-  std::string name = std::filesystem::path(args.model_path).filename().string();
-  absl::StatusOr<std::string> digest = remote.UploadModel(name, model);
-  if (!digest.ok()) return digest.status();
-  console.err << "uploaded " << name << " (" << model.size() << " bytes) as " << *digest << "\n";
-
-  std::vector<v1::CompileEvent> done;
-  absl::Status compiled =
-      remote.Compile(MakeCompileRequest(args, *digest), [&](const v1::CompileEvent& event) {
-        PrintRemoteEvent(event, console.err);
-        if (event.kind() == v1::CompileEvent::TARGET_DONE) done.push_back(event);
-      });
-  std::set<std::string> finished;
-  for (const v1::CompileEvent& event : done) {
-    absl::StatusOr<FetchedArtifact> artifact = remote.FetchArtifact(event.artifact_digest());
-    if (!artifact.ok()) return Prefixed(event.target_preset(), artifact.status());
-    absl::Status written =
-        WriteArtifact(args, ArtifactFolder(event.target_preset()), artifact->file_name,
-                      artifact->bytes, artifact->manifest_json, console);
-    if (!written.ok()) return written;
-    finished.insert(event.target_preset());
-  }
-  if (!compiled.ok()) return compiled;
-  for (const std::string& t : UniqueTargets(args.targets)) {
-    if (!finished.contains(t)) {
-      return absl::InternalError(absl::StrCat("kilnd finished without an artifact for '", t, "'"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status Compile(const CompileArgs& args, Console console) {
   if (args.targets.empty()) return absl::InvalidArgumentError("no target given (--target)");

@@ -12,7 +12,10 @@ absl::Status ListTargets(const TargetsArgs& args, Console console) {
     }
     return absl::OkStatus();
   }
-  RemoteKiln remote(args.server, std::chrono::seconds(args.timeout_s));
+  absl::StatusOr<std::unique_ptr<RemoteKiln>> connected =
+      RemoteKiln::Connect(args.server, std::chrono::seconds(args.timeout_s));
+  if (!connected.ok()) return connected.status();
+  RemoteKiln& remote = **connected;
   absl::StatusOr<v1::ListTargetsResponse> response = remote.ListTargets();
   if (!response.ok()) return response.status();
   for (const v1::TargetInfo& target : response->targets()) {

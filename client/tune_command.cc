@@ -90,7 +90,10 @@ absl::StatusOr<v1::TuneSummary> TuneLocally(const TuneArgs& args, const std::str
 
 absl::StatusOr<v1::TuneSummary> TuneRemotely(const TuneArgs& args, const std::string& model,
                                              Console console) {
-  RemoteKiln remote(args.server, std::chrono::seconds(args.timeout_s));
+  absl::StatusOr<std::unique_ptr<RemoteKiln>> connected =
+      RemoteKiln::Connect(args.server, std::chrono::seconds(args.timeout_s));
+  if (!connected.ok()) return connected.status();
+  RemoteKiln& remote = **connected;
   std::string name = std::filesystem::path(args.model_path).filename().string();
   absl::StatusOr<std::string> digest = remote.UploadModel(name, model);
   if (!digest.ok()) return digest.status();

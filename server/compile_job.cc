@@ -117,6 +117,37 @@ absl::Status CompileJob::Validate(cache::Store& store, const v1::CompileRequest&
   return absl::OkStatus();
 }
 
+absl::StatusOr<cache::CompileKeyParts> CompileJob::KeyOf(const std::string& model_digest,
+                                                         const ir::Target& target,
+                                                         const driver::CompileOptions& options) {
+  std::optional<int64_t> tuning_revision;
+  if (options.tuning_db != nullptr) {
+    absl::StatusOr<int64_t> revision = options.tuning_db->Revision(target.Canonical());
+    if (!revision.ok()) return revision.status();
+    tuning_revision = *revision;
+  }
+  return cache::CompileKeyParts{.model_digest = model_digest,
+                                .target = target.Canonical(),
+                                .options = options.Canonical(),
+                                .compiler_version = driver::CompilerVersion(),
+                                .tuning_revision = tuning_revision};
+}
+
+bool CompileJob::AllTargetsCached(const v1::CompileRequest& request) {
+  if (HasTuneBudget(request)) return false;
+  driver::CompileOptions options = OptionsOf(request);
+  options.tuning_db = tuning_.db;
+  for (const std::string& preset : request.targets()) {
+    absl::StatusOr<ir::Target> target = driver::ResolveTarget(preset);
+    if (!target.ok()) return false;
+    absl::StatusOr<cache::CompileKeyParts> parts = KeyOf(request.model_digest(), *target, options);
+    if (!parts.ok()) return false;
+    absl::StatusOr<bool> cached = store_.HasCompileResult(parts->Key());
+    if (!cached.ok() || !*cached) return false;
+  }
+  return true;
+}
+
 absl::Status CompileJob::Run(const v1::CompileRequest& request) {
   if (absl::Status status = Validate(store_, request); !status.ok()) return status;
   model_digest_ = request.model_digest();
@@ -167,17 +198,9 @@ absl::StatusOr<cache::CompileResult> CompileJob::BuildTarget(const ir::Target& t
                                                              const TargetEvents& events) {
   // Read before compiling: records added meanwhile make the next compile a miss, never a hit
   // on an artifact that lacks them.
-  std::optional<int64_t> tuning_revision;
-  if (options.tuning_db != nullptr) {
-    absl::StatusOr<int64_t> revision = options.tuning_db->Revision(target.Canonical());
-    if (!revision.ok()) return revision.status();
-    tuning_revision = *revision;
-  }
-  const cache::CompileKeyParts parts{.model_digest = model_digest_,
-                                     .target = target.Canonical(),
-                                     .options = options.Canonical(),
-                                     .compiler_version = driver::CompilerVersion(),
-                                     .tuning_revision = tuning_revision};
+  absl::StatusOr<cache::CompileKeyParts> key_parts = KeyOf(model_digest_, target, options);
+  if (!key_parts.ok()) return key_parts.status();
+  const cache::CompileKeyParts& parts = *key_parts;
   const std::string key = parts.Key();
   absl::StatusOr<std::optional<cache::CompileResult>> cached = LookUp(key);
   if (!cached.ok()) return cached.status();

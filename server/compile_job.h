@@ -49,6 +49,10 @@ class CompileJob {
   // Checks the request (INVALID_ARGUMENT naming a bad field, NOT_FOUND naming a model that
   // was never uploaded) without compiling anything; Run calls it first.
   static absl::Status Validate(cache::Store& store, const v1::CompileRequest& request);
+  // Whether every target of a valid request is already in the local cache, so Run will
+  // only look results up: such a request need not wait in the job queue. A quick look: a
+  // result whose blobs turn out corrupt is still rebuilt by Run.
+  bool AllTargetsCached(const v1::CompileRequest& request);
   // Every target ends with TARGET_DONE or TARGET_ERROR, in request order; a failed target
   // does not stop the others. Returns OK when all succeeded, else the first failure.
   absl::Status Run(const v1::CompileRequest& request);
@@ -72,6 +76,11 @@ class CompileJob {
                                                    const driver::CompileOptions& options,
                                                    const TargetEvents& events);
   absl::StatusOr<std::optional<cache::CompileResult>> LookUp(const std::string& key);
+  // The cache key's parts for the model on `target` with `options` (and the tuning
+  // database's revision for the target, when there is one).
+  static absl::StatusOr<cache::CompileKeyParts> KeyOf(const std::string& model_digest,
+                                                      const ir::Target& target,
+                                                      const driver::CompileOptions& options);
   absl::StatusOr<std::optional<cache::CompileResult>> AwaitFleetLease(
       const cache::CompileKeyParts& key, const TargetEvents& events,
       std::unique_ptr<Fleet::Lease>* lease);

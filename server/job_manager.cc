@@ -200,24 +200,42 @@ void JobManager::WorkerLoop() {
       queue_.pop_front();
       ++running_;
     }
-    // A job cancelled or out of time while it waited ends without running.
-    absl::Status outcome = next.job->Interrupted();
-    if (outcome.ok()) {
-      next.job->Start();
-      ScopedLogContext log_context(next.job->id(), next.job->Info().tenant());
-      outcome = CatchExceptions("job", [&] { return next.work(*next.job); });
-    }
-    {
-      // Before Finish: whoever sees the job finished may submit the same request again and
-      // must get a new job, not this one.
-      absl::MutexLock lock(&mu_);
-      --running_;
-      Forget(next);
-    }
-    next.job->Finish(outcome);
-    spdlog::info("job {}: {}", next.job->id(), outcome.ToString());
-    if (on_finished_) on_finished_(next.job->Info());
+    Execute(next);
   }
+}
+
+void JobManager::Execute(const Queued& next) {
+  // A job cancelled or out of time while it waited ends without running.
+  absl::Status outcome = next.job->Interrupted();
+  if (outcome.ok()) {
+    next.job->Start();
+    ScopedLogContext log_context(next.job->id(), next.job->Info().tenant());
+    outcome = CatchExceptions("job", [&] { return next.work(*next.job); });
+  }
+  {
+    // Before Finish: whoever sees the job finished may submit the same request again and
+    // must get a new job, not this one.
+    absl::MutexLock lock(&mu_);
+    --running_;
+    Forget(next);
+  }
+  next.job->Finish(outcome);
+  spdlog::info("job {}: {}", next.job->id(), outcome.ToString());
+  if (on_finished_) on_finished_(next.job->Info());
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobManager::RunNow(v1::Job description, Work work) {
+  Queued now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!accepting_) return absl::UnavailableError("server shutting down; submit to another");
+    now.job = std::make_shared<Job>(NewId(), std::move(description), absl::InfiniteFuture());
+    now.work = std::move(work);
+    jobs_[now.job->id()] = now.job;
+    ++running_;
+  }
+  Execute(now);
+  return now.job;
 }
 
 // A finished job no longer takes joiners and is kept for Get and Watch until it is among

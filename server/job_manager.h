@@ -104,6 +104,11 @@ class JobManager {
   absl::StatusOr<Submitted> Submit(v1::Job description, const std::string& dedup_key,
                                    absl::Duration timeout, Work work);
 
+  // Runs quick work (a compile whose targets are all cached) at once on the calling thread,
+  // as a job like any other but outside the workers and the queue: a cache hit never waits
+  // behind compilations. UNAVAILABLE once shutting down.
+  absl::StatusOr<std::shared_ptr<Job>> RunNow(v1::Job description, Work work);
+
   // NOT_FOUND naming the id when no such job is known (never was, or forgotten).
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& id) const;
   // Unfinished jobs first, then finished ones; each group oldest first.
@@ -128,6 +133,7 @@ class JobManager {
     std::string dedup_key;
   };
   void WorkerLoop();
+  void Execute(const Queued& next);
   void Forget(const Queued& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "server/upload.h"
 #include "spdlog/common.h"
 
 namespace kiln::server {
@@ -56,6 +57,30 @@ absl::Status ParseSeconds(const std::string& flag, const std::string& text, absl
   return absl::OkStatus();
 }
 
+// 0 (no limit) or at least a chunk per second, so that one wait for the rate stays short.
+absl::Status ParseUploadRate(const std::string& text, ServiceOptions* service) {
+  int64_t rate = 0;
+  if (!absl::SimpleAtoi(text, &rate) || (rate != 0 && rate < int64_t{kMaxChunkBytes})) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-upload-bytes-per-second wants 0 (no limit) or at least ",
+                     kMaxChunkBytes, ", got \"", text, "\""));
+  }
+  service->max_upload_bytes_per_second = rate;
+  return absl::OkStatus();
+}
+
+// 0 (no limit) or enough threads for gRPC's own pollers and a few calls.
+absl::Status ParseMaxRpcs(const std::string& text, ServerOptions* server) {
+  constexpr int kFewest = 4;
+  int rpcs = 0;
+  if (!absl::SimpleAtoi(text, &rpcs) || (rpcs != 0 && rpcs < kFewest)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-rpcs wants 0 (no limit) or at least ",
+                                                   kFewest, ", got \"", text, "\""));
+  }
+  server->max_rpcs = rpcs;
+  return absl::OkStatus();
+}
+
 using Setter = std::function<absl::Status(const std::string& value)>;
 
 std::map<std::string, Setter> Setters(KilndFlags& flags) {
@@ -93,6 +118,17 @@ std::map<std::string, Setter> Setters(KilndFlags& flags) {
        [&](const std::string& v) {
          return ParseNumber("max-queued-jobs", v, &service.max_queued_jobs, 0);
        }},
+      {"job-memory-bytes",
+       [&](const std::string& v) {
+         return ParseNumber<int64_t>("job-memory-bytes", v, &service.job_memory_bytes, 0);
+       }},
+      {"max-upload-bytes-per-second",
+       [&](const std::string& v) { return ParseUploadRate(v, &service); }},
+      {"max-streams",
+       [&](const std::string& v) {
+         return ParseNumber("max-streams", v, &flags.server.max_streams_per_connection);
+       }},
+      {"max-rpcs", [&](const std::string& v) { return ParseMaxRpcs(v, &flags.server); }},
   };
 }
 
@@ -157,6 +193,7 @@ absl::StatusOr<KilndFlags> ParseKilndFlags(const std::vector<std::string>& comma
   if (!merged.ok()) return merged.status();
   const std::vector<std::string>& args = *merged;
   KilndFlags flags;
+  flags.server.service.job_memory_bytes = kDefaultJobMemoryBytes;
   const std::map<std::string, Setter> setters = Setters(flags);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -212,6 +249,17 @@ std::string KilndUsage() {
       "  --max-queued-jobs N      jobs waiting before RESOURCE_EXHAUSTED (default ",
       service.max_queued_jobs, ")\n",
       "  --max-job-seconds N      a job's time limit, DEADLINE_EXCEEDED after (default 0: none)\n",
+      "  --job-memory-bytes N     each compile runs in a worker process with this much address\n"
+      "                           space, more is RESOURCE_EXHAUSTED (default ",
+      kDefaultJobMemoryBytes, ";\n",
+      "                           0: compile inside kilnd, unprotected)\n",
+      "  --max-upload-bytes-per-second N\n",
+      "                           an upload is read no faster than this (default 0: no limit;\n",
+      "                           else at least ", kMaxChunkBytes, ")\n",
+      "  --max-streams N          concurrent calls per client connection (default ",
+      server.max_streams_per_connection, ")\n",
+      "  --max-rpcs N             calls served at once, more are RESOURCE_EXHAUSTED (default ",
+      server.max_rpcs, ";\n", "                           0: no limit)\n",
       "  --drain-seconds N        on SIGTERM, how long jobs in flight may finish (default ",
       absl::ToInt64Seconds(server.drain), ")\n");
 }

@@ -1,6 +1,7 @@
 // kilnd's command line. Hand-parsed so flags read like the kiln CLI's ("--data-dir").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,13 @@
 #include "server/server.h"
 
 namespace kiln::server {
+
+// kilnd's --job-memory-bytes unless set: 8 GiB of address space per compile worker, room for
+// the largest model accepted by default (512 MiB, held several times over: request, parsed
+// model, constants, artifact) plus LLVM. On a smaller machine the kernel's out-of-memory killer
+// picks the worker, not kilnd, which also ends as RESOURCE_EXHAUSTED. ServiceOptions' own
+// default is 0 (compile in process), for tests and embedders.
+inline constexpr int64_t kDefaultJobMemoryBytes = int64_t{8} << 30;
 
 struct KilndFlags {
   ServerOptions server;

@@ -8,12 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "server/compile_sandbox.h"
 #include "server/json_log.h"
 #include "server/kilnd_flags.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
+  // A compile worker of a running kilnd (server/compile_sandbox.h), not a daemon.
+  if (argc > 1 && std::strcmp(argv[1], kiln::server::kCompileWorkerFlag) == 0) {
+    return kiln::server::RunCompileWorker(std::vector<std::string>(argv + 2, argv + argc));
+  }
   absl::StatusOr<kiln::server::KilndFlags> flags =
       kiln::server::ParseKilndFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!flags.ok()) {
@@ -40,6 +45,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (absl::Status status = kiln::server::UsePrivateTempDir(flags->server.data_dir); !status.ok()) {
+    spdlog::critical("kilnd: {}", status.ToString());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<kiln::server::Server>> server =
       kiln::server::Server::Start(flags->server);
   if (!server.ok()) {

@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <unistd.h>
@@ -81,6 +82,19 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsOp
 
 }  // namespace
 
+absl::Status UsePrivateTempDir(const std::string& data_dir) {
+  const std::filesystem::path dir = std::filesystem::path(data_dir) / "tmp";
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  if (!error) std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot prepare the temp dir ", dir.string(), ": ", error.message()));
+  }
+  setenv("TMPDIR", dir.c_str(), /*overwrite=*/1);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   std::unique_ptr<Server> server(new Server());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options.tls);
@@ -95,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   }
   absl::StatusOr<std::string> db_path = DatabasePath(options.data_dir);
   if (!db_path.ok()) return db_path.status();
+  options.service.tuning_db_path = *db_path;  // compile workers read the tuning records there
   absl::StatusOr<std::unique_ptr<cache::Store>> store =
       cache::Store::Open(*db_path, {.max_bytes = options.max_cache_bytes});
   if (!store.ok()) return store.status();
@@ -131,6 +146,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  // Limits on what any client may take: message sizes, streams per connection and, through
+  // the thread quota, calls in flight (one thread each in this synchronous server).
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_send_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
+  if (options.max_rpcs > 0) {
+    grpc::ResourceQuota quota("kilnd");
+    quota.SetMaxThreads(options.max_rpcs);
+    builder.SetResourceQuota(quota);
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(*server->metrics_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -158,6 +183,9 @@ void Server::Shutdown(absl::Duration grace) {
   grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));
   grpc_server_->Wait();
   if (metrics_http_ != nullptr) metrics_http_->Stop();
+  if (absl::Status status = store_->Checkpoint(); !status.ok()) {
+    spdlog::warn("kilnd: checkpointing the cache: {}", status.ToString());
+  }
   spdlog::info("kilnd stopped");
 }
 

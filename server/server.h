@@ -42,7 +42,22 @@ struct ServerOptions {
   // How long a stop (SIGTERM) lets jobs in flight finish before cancelling them.
   absl::Duration drain = absl::Seconds(30);
   ServiceOptions service;
+  // gRPC's limits. The largest message the server accepts and sends; larger is
+  // RESOURCE_EXHAUSTED. Well above the 1 MiB upload chunk, so that a chunk of a few MiB still
+  // reaches the service, whose INVALID_ARGUMENT names the chunk and the limit.
+  int max_receive_message_bytes = 4 << 20;
+  int max_send_message_bytes = 4 << 20;
+  // Concurrent calls (HTTP/2 streams) per client connection; more wait for a free one.
+  int max_streams_per_connection = 100;
+  // Calls served at once over all connections, one thread each; more are RESOURCE_EXHAUSTED
+  // ("Server Threadpool Exhausted") at once. 0: no limit.
+  int max_rpcs = 256;
 };
+
+// Points TMPDIR (the compiler's link files, compile workers) at DATA_DIR/tmp, emptied first:
+// what a killed kilnd left there is removed at the next start. For kilnd's main only: it
+// changes the process's environment.
+absl::Status UsePrivateTempDir(const std::string& data_dir);
 
 class Server {
  public:

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "cache/owners.h"
 #include "cache/store.h"
@@ -33,8 +35,27 @@ struct ServiceOptions {
   tune::MeasureOptions tune_measure;
   // Who may call (server/auth.h); open by default: every caller is admin of tenant "".
   TokenTable tokens = TokenTable::Open();
+  // Each compile's address space limit in bytes: with one, every compile runs in a child
+  // process under it (server/compile_sandbox.h), and a model that needs more ends with
+  // RESOURCE_EXHAUSTED while the daemon keeps serving. 0: compile in this process with
+  // `compiler` as is.
+  int64_t job_memory_bytes = 0;
+  // kiln.db, which the compile worker opens to build tuned kernels (set by Server::Start).
+  std::string tuning_db_path;
+  // The kilnd binary that runs as the compile worker; "": this process's own, which must then
+  // be kilnd (tests set their build's kilnd).
+  std::string compile_worker_path;
+  // An upload stream is held to this many bytes per second (by reading it no faster, so the
+  // client is slowed by flow control rather than failed); 0: no limit.
+  int64_t max_upload_bytes_per_second = 0;
 };
 
+// OK while the client of `context` still waits for the answer; else why not (CANCELLED,
+// DEADLINE_EXCEEDED).
+absl::Status ClientGone(const grpc::ServerContext* context);
+
+// The service's handlers live in service.cc (models, artifacts, targets, the cache) and
+// service_jobs.cc (compile and tune jobs).
 class KilnService final : public v1::Kiln::Service {
  public:
   // `tuning_db` (may be null: default schedules, and Tune is FAILED_PRECONDITION) schedules
@@ -86,8 +107,8 @@ class KilnService final : public v1::Kiln::Service {
 
  private:
   // Every RPC: the caller authenticated, `body(caller)` run, exceptions turned into INTERNAL.
-  template <typename Body>
-  grpc::Status Handle(const char* method, const grpc::ServerContext* context, Body body);
+  grpc::Status Handle(const char* method, const grpc::ServerContext* context,
+                      absl::FunctionRef<absl::Status(const Caller&)> body);
 
   absl::Status Upload(const Caller& caller, grpc::ServerReader<v1::UploadModelRequest>* reader,
                       v1::UploadModelResponse* response);

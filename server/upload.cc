@@ -1,5 +1,6 @@
 #include "server/upload.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -44,7 +45,21 @@ absl::Status UploadAssembler::Add(const v1::UploadModelRequest& message) {
   }
   bytes_.append(chunk);
   hasher_.Update(chunk);
+  Throttle(chunk.size());
   return absl::OkStatus();
+}
+
+void UploadAssembler::Throttle(uint64_t message_bytes) {
+  if (rate_.bytes_per_second <= 0) return;
+  const absl::Time now = rate_.now();
+  if (messages_ == 1) first_message_ = now;
+  counted_bytes_ += std::max<uint64_t>(message_bytes, UploadRate::kMinMessageCost);
+  // The first chunk's worth is free (a burst); the rest must not arrive ahead of the rate.
+  if (counted_bytes_ <= kMaxChunkBytes) return;
+  const absl::Time due =
+      first_message_ + absl::Seconds(static_cast<double>(counted_bytes_ - kMaxChunkBytes) /
+                                     static_cast<double>(rate_.bytes_per_second));
+  if (due > now) rate_.sleep(due - now);
 }
 
 absl::StatusOr<std::string> UploadAssembler::Finish() {

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "kiln/v1/kiln.grpc.pb.h"
 #include "server/server.h"
+#include "tests/support/onnx_builder.h"
 
 namespace kiln::server {
 
@@ -34,6 +35,21 @@ inline std::string Bytes(size_t size, int seed = 0) {
   std::string bytes(size, '\0');
   for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 7919 + seed * 31) >> 3);
   return bytes;
+}
+
+// y = a @ w + bias: a [n, 64] (n symbolic), w a constant [64, 48]: one tunable kernel.
+inline std::string MatmulModel() {
+  testing::OnnxBuilder b;
+  b.Input("a", {"n", 64});
+  std::vector<float> w(64 * 48), bias(48);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37 % 101) - 50) / 50;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) - 3;
+  b.FloatInitializer("w", {64, 48}, w);
+  b.FloatInitializer("bias", {48}, bias);
+  b.Node("MatMul", {"a", "w"}, {"p"});
+  b.Node("Add", {"p", "bias"}, {"y"});
+  b.Output("y", {"n", 48});
+  return b.Serialize();
 }
 
 // Stands in for driver::CompileModel where a test needs a compiler that succeeds: the
@@ -78,8 +94,15 @@ class ServiceTestBase : public ::testing::Test {
   }
   void Connect(std::shared_ptr<grpc::ChannelCredentials> credentials,
                const grpc::ChannelArguments& arguments = {}) {
-    channel_ = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(server_->port()),
-                                         credentials, arguments);
+    ConnectTo(server_->port(), credentials, arguments);
+  }
+  // Points the stub at another kilnd (tests with several replicas).
+  void ConnectTo(
+      int port,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
+      const grpc::ChannelArguments& arguments = {}) {
+    channel_ =
+        grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), credentials, arguments);
     stub_ = v1::Kiln::NewStub(channel_);
   }
   void TearDown() override {

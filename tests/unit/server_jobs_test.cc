@@ -46,6 +46,26 @@ TEST_F(BusyServerTest, FullQueueIsResourceExhausted) {
   EXPECT_TRUE(Compile(digest, {"aarch64"}).status.ok());  // a worker is free again
 }
 
+// A compile whose targets are all cached only reads the cache: it is answered at once, not
+// queued behind compilations (nor refused when the queue is full).
+TEST_F(BusyServerTest, CacheHitDoesNotWaitBehindCompiles) {
+  const std::string digest = UploadModel(Bytes(100));
+  ASSERT_TRUE(Compile(digest, {"x86_64"}).status.ok());
+  absl::Notification compiling, release;
+  fake_.during = [&] {
+    if (!compiling.HasBeenNotified()) compiling.Notify();
+    release.WaitForNotification();
+  };
+  std::thread busy([&] { EXPECT_TRUE(Compile(digest, {"aarch64"}).status.ok()); });
+  compiling.WaitForNotification();
+  CompileOutcome hit = Compile(digest, {"x86_64"});
+  EXPECT_TRUE(hit.status.ok()) << hit.status.error_message();
+  EXPECT_THAT(hit.OfKind(v1::CompileEvent::CACHE_HIT), SizeIs(1));
+  release.Notify();
+  busy.join();
+  EXPECT_EQ(fake_.calls.load(), 2);
+}
+
 // --- Jobs ----------------------------------------------------------------------------------
 
 class JobsTest : public FakeCompilerTest {

@@ -350,21 +350,6 @@ TEST_F(FakeCompilerTest, CompilerExceptionBecomesInternalAndTheDaemonLives) {
 
 // --- Tuning through the service (the real compiler and tuner, measured cheaply) ---------
 
-// y = a @ w + bias: a [n, 64] (n symbolic), w a constant [64, 48]: one tunable kernel.
-std::string MatmulModel() {
-  testing::OnnxBuilder b;
-  b.Input("a", {"n", 64});
-  std::vector<float> w(64 * 48), bias(48);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37 % 101) - 50) / 50;
-  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) - 3;
-  b.FloatInitializer("w", {64, 48}, w);
-  b.FloatInitializer("bias", {48}, bias);
-  b.Node("MatMul", {"a", "w"}, {"p"});
-  b.Node("Add", {"p", "bias"}, {"y"});
-  b.Output("y", {"n", 48});
-  return b.Serialize();
-}
-
 class TuningTest : public ServiceTestBase {
  protected:
   void SetUp() override {
