@@ -95,6 +95,15 @@ std::map<std::string, Setter> Setters(KilndFlags& flags) {
       {"metrics-listen",
        [&](const std::string& v) { return SetText(v, &flags.server.metrics_listen); }},
       {"postgres", [&](const std::string& v) { return SetText(v, &flags.server.postgres); }},
+      {"fleet-lease-seconds",
+       [&](const std::string& v) {
+         absl::Status status =
+             ParseSeconds("fleet-lease-seconds", v, &flags.server.fleet.lease_ttl);
+         if (status.ok() && flags.server.fleet.lease_ttl <= absl::ZeroDuration()) {
+           return absl::InvalidArgumentError("--fleet-lease-seconds must be at least 1");
+         }
+         return status;
+       }},
       {"tls-cert", [&](const std::string& v) { return SetText(v, &tls.cert_file); }},
       {"tls-key", [&](const std::string& v) { return SetText(v, &tls.key_file); }},
       {"tls-client-ca", [&](const std::string& v) { return SetText(v, &tls.client_ca_file); }},
@@ -239,6 +248,8 @@ std::string KilndUsage() {
       "  --token-file FILE        lines `TOKEN TENANT ROLE[,ROLE]`; without it anyone is admin\n",
       "  --metrics-listen H:P     serve Prometheus metrics over HTTP at /metrics\n",
       "  --postgres CONNINFO      the fleet's shared tier (libpq conninfo; password: PGPASSWORD)\n",
+      "  --fleet-lease-seconds N  a compile lease lapses N s after its replica died (default ",
+      absl::ToInt64Seconds(server.fleet.lease_ttl), ")\n",
       "  --tls-cert FILE          PEM certificate chain; with --tls-key the port speaks TLS\n",
       "  --tls-key FILE           PEM private key\n",
       "  --tls-client-ca FILE     PEM CA bundle: clients must present a certificate it signed\n",

@@ -14,7 +14,7 @@ KILND_FLAGS = {
     "tls-cert", "tls-key", "tls-client-ca", "token-file", "postgres",
     "max-cache-bytes", "max-model-bytes", "max-jobs", "max-queued-jobs", "drain-seconds",
     "max-job-seconds", "job-memory-bytes", "max-upload-bytes-per-second", "max-streams",
-    "max-rpcs",
+    "max-rpcs", "fleet-lease-seconds",
 }
 PATH_FLAGS = {"data-dir", "tls-cert", "tls-key", "tls-client-ca", "token-file"}
 BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

@@ -1,6 +1,10 @@
-// kilnd's metrics end to end: the Prometheus page on --metrics-listen counts the calls made
-// through the gRPC port, the jobs and their stages, and the cache's hits and misses.
+// kilnd's observability end to end: the Prometheus page on --metrics-listen counts the calls
+// made through the gRPC port, the jobs and their stages, and the cache's hits and misses; and
+// server reflection describes the API.
+#include <grpcpp/support/sync_stream.h>
+
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "tests/support/http_exchange.h"
@@ -54,6 +58,36 @@ TEST_F(ObservabilityTest, MetricsPageCountsCallsJobsAndCacheTraffic) {
   EXPECT_THAT(page, HasSubstr("kiln_job_queue_depth 0\n"));
   EXPECT_THAT(page, HasSubstr("kiln_jobs_running 0\n"));
   EXPECT_THAT(page, ContainsRegex("kiln_cache_bytes [1-9][0-9]*\n"));
+}
+
+// Server reflection (grpc.reflection.v1alpha) lists the Kiln service, so tools such as
+// grpcurl work without the .proto files. The request is ServerReflectionRequest with
+// list_services (field 7) set, written by hand: Debian ships no generated reflection client.
+TEST_F(ObservabilityTest, ReflectionListsTheKilnService) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_.get(),
+          grpc::internal::RpcMethod(
+              "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+              grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context));
+  grpc::Slice slice(std::string("\x3a\x00", 2));
+  ASSERT_TRUE(stream->Write(grpc::ByteBuffer(&slice, 1)));
+  stream->WritesDone();
+  grpc::ByteBuffer response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_THAT(bytes, HasSubstr("kiln.v1.Kiln"));
+  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
+  while (stream->Read(&response)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 }  // namespace
