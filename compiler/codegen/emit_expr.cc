@@ -38,16 +38,15 @@ llvm::Type* MemoryType(llvm::LLVMContext& ctx, DataType dtype) {
 
 ScopedVar::ScopedVar(FunctionEmitter& emitter, const PrimExpr& var, llvm::Value* value)
     : emitter_(emitter), var_(var.get()) {
-  auto it = emitter_.vars_.find(var_);
-  saved_ = it == emitter_.vars_.end() ? nullptr : it->second;
-  emitter_.vars_[var_] = value;
+  saved_ = emitter_.vars_.Get(var_);
+  emitter_.vars_.Set(var_, value);
 }
 
 ScopedVar::~ScopedVar() {
   if (saved_) {
-    emitter_.vars_[var_] = saved_;
+    emitter_.vars_.Set(var_, saved_);
   } else {
-    emitter_.vars_.erase(var_);
+    emitter_.vars_.Erase(var_);
   }
 }
 
@@ -65,9 +64,9 @@ llvm::Value* FunctionEmitter::EmitExpr(const PrimExpr& e) {
       if (IsHalf(e->dtype)) return HalfConstant(e->float_value);
       return llvm::ConstantFP::get(RegisterType(ctx(), e->dtype), e->float_value);
     case ExprKind::kVar: {
-      auto it = vars_.find(e.get());
-      KILN_CHECK(it != vars_.end()) << "unbound variable " << e->name << " in " << func_.name;
-      return it->second;
+      llvm::Value* value = vars_.Get(e.get());
+      KILN_CHECK(value != nullptr) << "unbound variable " << e->name << " in " << func_.name;
+      return value;
     }
     case ExprKind::kAdd:
     case ExprKind::kSub:
@@ -325,9 +324,9 @@ llvm::Value* FunctionEmitter::EmitExternCall(const ExprNode& e, const ir::Extern
 // Row-major: offset = ((i0 * d1 + i1) * d2 + i2) ...; the first extent is never needed.
 llvm::Value* FunctionEmitter::ElementAddress(const Buffer& buffer,
                                              const std::vector<PrimExpr>& indices) {
-  auto it = buffers_.find(buffer.get());
-  KILN_CHECK(it != buffers_.end()) << "buffer " << buffer->name << " is not a parameter or "
-                                   << "allocation of " << func_.name;
+  llvm::Value* data = buffers_.Get(buffer.get());
+  KILN_CHECK(data != nullptr) << "buffer " << buffer->name << " is not a parameter or "
+                              << "allocation of " << func_.name;
   KILN_CHECK_EQ(indices.size(), buffer->shape.size()) << "indices of " << buffer->name;
   llvm::Value* offset = b_.getInt64(0);
   for (size_t d = 0; d < indices.size(); ++d) {
@@ -340,7 +339,7 @@ llvm::Value* FunctionEmitter::ElementAddress(const Buffer& buffer,
     // In-bounds offsets cannot overflow i64; saying so helps vectorization.
     offset = b_.CreateAdd(b_.CreateMul(offset, extent, "", false, true), index, "", false, true);
   }
-  return b_.CreateInBoundsGEP(MemoryType(ctx(), buffer->dtype), it->second, offset);
+  return b_.CreateInBoundsGEP(MemoryType(ctx(), buffer->dtype), data, offset);
 }
 
 llvm::Value* FunctionEmitter::EmitLoad(const ExprNode& e) {

@@ -74,8 +74,8 @@ void FunctionEmitter::Emit() {
     outputs_ = arg++;
   } else {
     env_ = arg++;
-    for (const Buffer& buffer : func_.buffers) buffers_[buffer.get()] = arg++;
-    for (const PrimExpr& scalar : func_.scalars) vars_[scalar.get()] = arg++;
+    for (const Buffer& buffer : func_.buffers) buffers_.Set(buffer.get(), arg++);
+    for (const PrimExpr& scalar : func_.scalars) vars_.Set(scalar.get(), arg++);
     if (state_.emulated_device) block_ = arg++;
   }
   phased_ = state_.gpu && func_.body && HasPhases(func_.body);
@@ -196,7 +196,6 @@ void FunctionEmitter::EmitGpuIndex(const StmtNode& s) {
   if (!block && phased_) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
 }
 
-
 // for (var = begin; var < end; ++var) s.body
 void FunctionEmitter::EmitLoop(const StmtNode& s, llvm::Value* begin, llvm::Value* end) {
   llvm::BasicBlock* preheader = b_.GetInsertBlock();
@@ -272,8 +271,8 @@ llvm::Function* FunctionEmitter::OutlineParallelBody(const StmtNode& s,
   };
   size_t f = 0;
   body.env_ = field(f++);
-  for (const arith::BufferNode* buffer : captured.buffers) body.buffers_[buffer] = field(f++);
-  for (const ExprNode* var : captured.vars) body.vars_[var] = field(f++);
+  for (const arith::BufferNode* buffer : captured.buffers) body.buffers_.Set(buffer, field(f++));
+  for (const ExprNode* var : captured.vars) body.vars_.Set(var, field(f++));
   DataType dtype = s.var->dtype;
   llvm::Value* min = body.EmitExprAs(s.min, dtype);
   auto offset = [&](llvm::Value* v) {
@@ -337,16 +336,14 @@ void FunctionEmitter::EmitAllocate(const StmtNode& s) {
   KILN_CHECK(count * buffer->dtype.bytes() <= kMaxStackBufferBytes)
       << "Allocate of " << buffer->name << " in " << func_.name << " is " << count
       << " elements, more than a kernel-local buffer may hold";
-  auto [slot, inserted] = buffers_.emplace(buffer.get(), nullptr);
-  KILN_CHECK(inserted) << "buffer " << buffer->name << " allocated twice in " << func_.name;
+  KILN_CHECK(buffers_.Get(buffer.get()) == nullptr)
+      << "buffer " << buffer->name << " allocated twice in " << func_.name;
   llvm::Type* type = MemoryType(ctx(), buffer->dtype);
-  if (state_.gpu && gpu_block_depth_ > 0 && gpu_thread_depth_ == 0) {
-    slot->second = SharedArray(type, count, buffer->name);
-  } else {
-    slot->second = CreateEntryAlloca(type, count, buffer->name);
-  }
+  const bool shared = state_.gpu && gpu_block_depth_ > 0 && gpu_thread_depth_ == 0;
+  buffers_.Set(buffer.get(), shared ? SharedArray(type, count, buffer->name)
+                                    : CreateEntryAlloca(type, count, buffer->name));
   EmitStmt(s.body);
-  buffers_.erase(buffer.get());
+  buffers_.Erase(buffer.get());
 }
 
 // A block's buffer, outside its phases, is shared by its threads: a static array in the

@@ -39,7 +39,8 @@ llvm::Value* FunctionEmitter::EmitWarpFold(const ExprNode& e) {
   llvm::Type* f32 = b_.getFloatTy();
   llvm::Value* t = EmitExprAs(load.args[0], DataType::Int(64));
   llvm::Value* base = b_.CreateAnd(t, b_.getInt64(~int64_t{kWarp - 1}));
-  llvm::Value* data = buffers_.at(load.buffer.get());
+  llvm::Value* data = buffers_.Get(load.buffer.get());
+  KILN_CHECK(data != nullptr) << "warp shuffle of unbound buffer " << load.buffer->name;
   std::vector<llvm::Value*> values;
   for (int i = 0; i < kWarp; ++i) {
     llvm::Value* at = b_.CreateAdd(base, b_.getInt64(i));

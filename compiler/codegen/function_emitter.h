@@ -88,6 +88,42 @@ struct AliasTags {
 };
 using BufferAliasTags = std::unordered_map<const arith::BufferNode*, AliasTags>;
 
+// The values bound to IR nodes in scope. Iteration follows the order the keys were bound, not
+// their addresses (which differ from one process to the next), so what is emitted from it (a
+// parallel loop's closure) is the same in every process: equal cache keys, equal artifacts.
+template <typename Key>
+class Bindings {
+ public:
+  // Null when unbound.
+  llvm::Value* Get(Key key) const {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : entries_[it->second].second;
+  }
+  // A new key goes last; a bound one keeps its place.
+  void Set(Key key, llvm::Value* value) {
+    auto [it, inserted] = index_.emplace(key, entries_.size());
+    if (inserted) {
+      entries_.emplace_back(key, value);
+    } else {
+      entries_[it->second].second = value;
+    }
+  }
+  void Erase(Key key) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    const size_t position = it->second;
+    index_.erase(it);
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(position));
+    for (auto& [other, index] : index_) index -= index > position ? 1 : 0;
+  }
+  auto begin() const { return entries_.begin(); }
+  auto end() const { return entries_.end(); }
+
+ private:
+  std::vector<std::pair<Key, llvm::Value*>> entries_;
+  std::unordered_map<Key, size_t> index_;
+};
+
 class FunctionEmitter {
  public:
   FunctionEmitter(ModuleState& state, const ir::PrimFunc& func, llvm::Function* fn);
@@ -166,8 +202,8 @@ class FunctionEmitter {
   llvm::Function* fn_;
   llvm::IRBuilder<> b_;
   // Variables and buffers are identified by node address, as the IR identifies them.
-  std::unordered_map<const ExprNode*, llvm::Value*> vars_;
-  std::unordered_map<const arith::BufferNode*, llvm::Value*> buffers_;
+  Bindings<const ExprNode*> vars_;
+  Bindings<const arith::BufferNode*> buffers_;
   // Host functions: the three ABI parameters; kernels get env_ as a hidden first parameter.
   llvm::Value* env_ = nullptr;
   llvm::Value* inputs_ = nullptr;

@@ -1,5 +1,7 @@
 // The kiln CLI's service commands against an in-process kilnd: `kiln jobs`, `kiln cache`,
 // and reaching a kilnd that wants a token (KILN_TOKEN) over mutual TLS (KILN_TLS_*).
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -94,7 +96,7 @@ TEST_F(CliTest, CacheStatsAndEvictThroughKilndAndLocally) {
 class CliAuthTest : public CliTest {
  protected:
   void SetUp() override {
-    const std::string dir = ::testing::TempDir() + "/kiln_cli_auth";
+    const std::string dir = ::testing::TempDir() + "/kiln_cli_auth_" + std::to_string(getpid());
     ASSERT_EQ(
         std::system(("bash " KILN_SOURCE_DIR "/tests/support/make_test_certs.sh " + dir).c_str()),
         0);

@@ -1,5 +1,7 @@
 // kilnd over TLS and mutual TLS, with certificates made for the test
 // (tests/support/make_test_certs.sh): the right client gets in, every other one does not.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -20,7 +22,8 @@ std::string ReadFile(const std::string& path) {
 class TlsTest : public ServiceTestBase {
  protected:
   static void SetUpTestSuite() {
-    pki_ = ::testing::TempDir() + "/kiln_tls_pki";
+    // One folder per process: ctest runs this suite's tests in parallel processes.
+    pki_ = ::testing::TempDir() + "/kiln_tls_pki_" + std::to_string(getpid());
     const std::string command = "bash " KILN_SOURCE_DIR "/tests/support/make_test_certs.sh " + pki_;
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }
