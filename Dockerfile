@@ -20,12 +20,13 @@ RUN mkdir -p /out \
 FROM debian:bookworm
 # Runtime halves of the -dev packages in scripts/install-deps.sh. lld-19 provides
 # /usr/lib/llvm-19/bin/ld.lld, which kilnd runs to link artifacts. OpenBLAS and oneDNN: the
-# tuner runs candidates of targets with libraries=openblas,dnnl, which load them.
+# tuner runs candidates of targets with libraries=openblas,dnnl, which load them. libpq5:
+# the fleet tier (--postgres).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
       libsqlite3-0 libspdlog1.10 libfmt9 libssl3 \
-      libllvm19 lld-19 libonnx1 libopenblas0-pthread libdnnl2 \
+      libllvm19 lld-19 libonnx1 libopenblas0-pthread libdnnl2 libpq5 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/kilnd /out/kiln /usr/local/bin/
 # Fail the image build, not the first request, if a library or the linker is missing.

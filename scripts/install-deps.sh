@@ -42,10 +42,13 @@ fi
 # The offline Kubernetes schema validator of tests/deploy (kubernetes-models), pinned by
 # tests/deploy/package-lock.json, into tests/deploy/node_modules (git-ignored). Debian's
 # nodejs has no npm; a Node.js that bundles npm (NodeSource) must not get Debian's.
-deploy_tests="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/deploy" && pwd)"
+# The Dockerfile runs this script before it copies the sources in: no tests there, no npm.
+deploy_tests="$(dirname "${BASH_SOURCE[0]}")/../tests/deploy"
 # The stamp is the lock file that node_modules was installed from: a new lock reinstalls.
 stamp="$deploy_tests/node_modules/.kiln-installed-from-lock"
-if cmp -s "$deploy_tests/package-lock.json" "$stamp"; then
+if [ ! -f "$deploy_tests/package-lock.json" ]; then
+  echo "install-deps: no tests/deploy here; its npm packages are not needed"
+elif cmp -s "$deploy_tests/package-lock.json" "$stamp"; then
   echo "install-deps: tests/deploy npm packages present"
 else
   if ! command -v npm >/dev/null; then
