@@ -178,7 +178,7 @@ std::vector<v1::Job> JobManager::List() const {
 
 int JobManager::running() const {
   absl::MutexLock lock(&mu_);
-  return running_;
+  return running_ + running_now_;
 }
 
 int JobManager::queued() const {
@@ -200,11 +200,12 @@ void JobManager::WorkerLoop() {
       queue_.pop_front();
       ++running_;
     }
-    Execute(next);
+    Execute(next, /*on_worker=*/true);
   }
 }
 
-void JobManager::Execute(const Queued& next) {
+// Runs the job and forgets it; it was counted in running_ (on a worker) or running_now_.
+void JobManager::Execute(const Queued& next, bool on_worker) {
   // A job cancelled or out of time while it waited ends without running.
   absl::Status outcome = next.job->Interrupted();
   if (outcome.ok()) {
@@ -216,7 +217,7 @@ void JobManager::Execute(const Queued& next) {
     // Before Finish: whoever sees the job finished may submit the same request again and
     // must get a new job, not this one.
     absl::MutexLock lock(&mu_);
-    --running_;
+    --(on_worker ? running_ : running_now_);
     Forget(next);
   }
   next.job->Finish(outcome);
@@ -232,9 +233,9 @@ absl::StatusOr<std::shared_ptr<Job>> JobManager::RunNow(v1::Job description, Wor
     now.job = std::make_shared<Job>(NewId(), std::move(description), absl::InfiniteFuture());
     now.work = std::move(work);
     jobs_[now.job->id()] = now.job;
-    ++running_;
+    ++running_now_;
   }
-  Execute(now);
+  Execute(now, /*on_worker=*/false);
   return now.job;
 }
 
@@ -256,8 +257,9 @@ void JobManager::Shutdown(absl::Duration grace) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     accepting_ = false;
-    auto idle = [this]()
-                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0 && queue_.empty(); };
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return running_ == 0 && running_now_ == 0 && queue_.empty();
+    };
     mu_.AwaitWithTimeout(absl::Condition(&idle), grace);
     for (const auto& [id, job] : jobs_) unfinished.push_back(job);  // Cancel skips finished
     stopping_ = true;

@@ -114,7 +114,7 @@ class JobManager {
   // Unfinished jobs first, then finished ones; each group oldest first.
   std::vector<v1::Job> List() const;
 
-  int running() const;
+  int running() const;  // on the workers and through RunNow
   int queued() const;
 
   // Called with each job's final state once it finished (for metrics). Set before jobs run.
@@ -133,14 +133,15 @@ class JobManager {
     std::string dedup_key;
   };
   void WorkerLoop();
-  void Execute(const Queued& next);
+  void Execute(const Queued& next, bool on_worker);
   void Forget(const Queued& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobLimits limits_;
   mutable absl::Mutex mu_;
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
-  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;      // on the workers: what admission counts
+  int running_now_ ABSL_GUARDED_BY(mu_) = 0;  // RunNow's, on their callers' threads
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

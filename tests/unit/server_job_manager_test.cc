@@ -4,6 +4,7 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -130,6 +131,26 @@ TEST(JobManagerTest, FullQueueIsResourceExhausted) {
   EXPECT_THAT(refused.status().message(), HasSubstr("1 jobs running and 1 queued"));
   blocker.release.Notify();
   EXPECT_EQ(LogOf(*queued->job).back().finished().state(), v1::Job::SUCCEEDED);
+}
+
+// RunNow's jobs run on their callers' threads: they take neither a worker nor a queue slot.
+TEST(JobManagerTest, RunNowRunsAtOnceWithoutTakingAWorker) {
+  JobManager jobs({.workers = 1, .max_queued = 0});
+  Blocker inline_work;
+  std::thread caller([&] {
+    auto job = jobs.RunNow(Compile("hit"), inline_work.Work());
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ((*job)->Info().state(), v1::Job::SUCCEEDED);
+  });
+  inline_work.started.WaitForNotification();
+  EXPECT_EQ(jobs.running(), 1);
+  auto queued = jobs.Submit(Compile("miss"), "", absl::InfiniteDuration(),
+                            [](Job&) { return absl::OkStatus(); });
+  ASSERT_TRUE(queued.ok()) << queued.status();  // the worker is free
+  EXPECT_EQ(LogOf(*queued->job).back().finished().state(), v1::Job::SUCCEEDED);
+  inline_work.release.Notify();
+  caller.join();
+  EXPECT_EQ(jobs.running(), 0);
 }
 
 TEST(JobManagerTest, IdenticalRequestInFlightJoinsAndRunsOnce) {
