@@ -132,8 +132,11 @@ absl::StatusOr<JobManager::Submitted> JobManager::Submit(v1::Job description,
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("server shutting down; submit to another");
   if (!dedup_key.empty()) {
+    // Not a job already told to stop: its outcome would not be this request's.
     auto same = in_flight_.find(dedup_key);
-    if (same != in_flight_.end()) return Submitted{same->second, /*joined=*/true};
+    if (same != in_flight_.end() && same->second->Interrupted().ok()) {
+      return Submitted{same->second, /*joined=*/true};
+    }
   }
   const int busy = running_ + static_cast<int>(queue_.size());
   if (busy >= limits_.workers + limits_.max_queued) {

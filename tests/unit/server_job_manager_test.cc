@@ -180,6 +180,21 @@ TEST(JobManagerTest, IdenticalRequestInFlightJoinsAndRunsOnce) {
   EXPECT_EQ(runs.load(), 2);
 }
 
+TEST(JobManagerTest, IdenticalRequestDoesNotJoinACancelledJob) {
+  JobManager jobs({.workers = 2});
+  Blocker blocker;  // never released: it ends when cancelled
+  auto first = jobs.Submit(Compile("m"), "key", absl::InfiniteDuration(), blocker.Work());
+  ASSERT_TRUE(first.ok());
+  blocker.started.WaitForNotification();
+  first->job->Cancel(absl::CancelledError("every caller left"));
+  auto second = jobs.Submit(Compile("m"), "key", absl::InfiniteDuration(),
+                            [](Job&) { return absl::OkStatus(); });
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->joined);
+  EXPECT_EQ(LogOf(*second->job).back().finished().state(), v1::Job::SUCCEEDED);
+  EXPECT_EQ(LogOf(*first->job).back().finished().state(), v1::Job::CANCELLED);
+}
+
 TEST(JobManagerTest, CancelledQueuedJobNeverRuns) {
   JobManager jobs({.workers = 1});
   Blocker blocker;
