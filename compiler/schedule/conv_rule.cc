@@ -310,10 +310,13 @@ class ConvTiler {
     return Replace(conv_.x_indices[1], {conv_.m, conv_.c}, {ocb_ * I(lanes_), c_});
   }
 
-  bool Fits() const { return Depth() * lanes_ * 4 <= kMaxPackedWeightBytes; }
+  // Weights packed at compile time are a constant of any size; packed at run time, one
+  // block's are a kernel-local buffer. (With 512-bit vectors, a 3x3 conv of 512 channels
+  // packs 576 KiB per block: the bound must not send it to the row form, 12x slower.)
+  bool Fits() const { return weights_ || Depth() * lanes_ * 4 <= kMaxPackedWeightBytes; }
 
-  // Whether the tiler takes the conv: constant channel counts, groups of whole blocks, and
-  // one block's packed weights small enough.
+  // Whether the tiler takes the conv: constant channel counts, groups of whole blocks, and,
+  // packed at run time, one block's packed weights small enough.
   bool Takes() const {
     const PrimExpr& in_channels = conv_.x->shape[1];
     return conv_.channels->kind == ExprKind::kIntImm && Fits() &&

@@ -142,16 +142,36 @@ double FloatElement(const HostBuffer& buffer, int64_t i) {
   return v;
 }
 
+}  // namespace
+
+bool FloatsAgree(double actual, double expected, double scale) {
+  if (actual == expected || (std::isnan(actual) && std::isnan(expected))) return true;
+  if (!std::isfinite(actual) || !std::isfinite(expected)) return false;
+  return std::fabs(actual - expected) <= 1e-5 + 1e-4 * (std::fabs(expected) + scale);
+}
+
+namespace {
+
+// The largest finite magnitude of a float buffer: FloatsAgree's scale.
+double FloatScale(const HostBuffer& buffer) {
+  double scale = 0;
+  for (int64_t i = 0; i < buffer.elements; ++i) {
+    double v = std::fabs(FloatElement(buffer, i));
+    if (std::isfinite(v)) scale = std::max(scale, v);
+  }
+  return scale;
+}
+
 // "" when `actual` matches `expected`, else the first differing element.
 std::string Compare(const HostBuffer& actual, const HostBuffer& expected) {
   const int bytes = expected.dtype.bytes();
+  const double scale = expected.dtype.is_float() ? FloatScale(expected) : 0;
   for (int64_t i = 0; i < expected.elements; ++i) {
     if (expected.dtype.is_float()) {
       double a = FloatElement(actual, i), e = FloatElement(expected, i);
-      if (std::isnan(a) && std::isnan(e)) continue;
-      if (std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e)) continue;
+      if (FloatsAgree(a, e, scale)) continue;
       return absl::StrCat("buffer ", expected.name, " differs at element ", i, ": ", a,
-                          ", expected ", e);
+                          ", expected ", e, " (largest magnitude ", scale, ")");
     }
     const char* a = static_cast<const char*>(actual.data()) + i * bytes;
     const char* e = static_cast<const char*>(expected.data()) + i * bytes;

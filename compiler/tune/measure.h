@@ -52,7 +52,7 @@ std::map<size_t, const ir::NDArray*> ConstantArguments(const ir::IRModule& modul
 // [-4, 4]) or, for a parameter a call of the kernel in the module's functions passes a
 // constant, with that constant (weights, which the candidate may have packed at compile
 // time), runs the reference's kernel and the candidate's on copies, compares every buffer
-// the kernel writes (rtol 1e-4, atol 1e-5), then times options.warmup + options.repeats runs
+// the kernel writes (FloatsAgree), then times options.warmup + options.repeats runs
 // of the candidate. An error status is a bad request or a reference that does not run (no
 // such kernel, a missing scalar, kernels with different buffers, a target not this machine).
 // With `reference_result` (RunReference's for the same kernel, scalars and options), the
@@ -72,6 +72,15 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
     const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
     const ReferenceResult* reference_result = nullptr);
+
+// Whether a candidate's float `actual` may stand for the reference's `expected` in a buffer
+// whose largest finite magnitude is `scale`: equal (infinities, NaN for NaN), or within
+// 1e-5 + 1e-4 * (|expected| + scale). The scale term is there because a schedule that sums
+// in another order (tiles, a library) errs in proportion to the magnitude of the terms, not
+// of their sum: an output that cancelled (GPT's LM head: 0.0056944 against 0.0057078, the
+// buffer's values near 1) differs by more than a relative bound allows, while a wrong
+// schedule (a missing or misplaced term) errs by the outputs' own scale.
+bool FloatsAgree(double actual, double expected, double scale);
 
 // Every buffer of the reference kernel after it ran on MeasureKernel's inputs.
 struct ReferenceResult {

@@ -23,6 +23,19 @@
 
 namespace kiln::testing {
 
+// The x86-64 presets the schedule tests compile for and run: the baseline, AVX2 and, where
+// this machine runs AVX-512 (its kernels would stop on an illegal instruction elsewhere),
+// x86_64-v4 with 512-bit vectors and 32 registers, which the rules tile differently.
+inline std::vector<std::string> CpuTestTargets() {
+  std::vector<std::string> targets = {"x86_64", "x86_64-v3"};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    targets.push_back("x86_64-v4");
+  }
+  return targets;
+}
+
 // The whole pipeline's kernels for `target`, printed.
 inline std::string ScheduledKernels(const std::string& onnx, const std::string& target) {
   auto m = driver::ImportModel(onnx);

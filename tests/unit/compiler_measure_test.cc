@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -99,6 +100,31 @@ TEST(MeasureTest, AWrongCandidateIsAMismatchNamingTheBuffer) {
   EXPECT_FALSE(m->ok);
   EXPECT_THAT(m->failure, StartsWith("buffer B differs at element 0: "));
   EXPECT_TRUE(m->times_ns.empty());
+}
+
+// Sums in another order err in proportion to the terms, so an output that cancelled may
+// differ from the reference by more than a relative bound allows: the tolerance grows with
+// the buffer's largest magnitude. A candidate off by an amount small beside the buffer's
+// values passes; one off by 1e-3 of them is still caught.
+TEST(MeasureTest, TheToleranceScalesWithTheBuffersMagnitude) {
+  EXPECT_TRUE(FloatsAgree(0.0056944, 0.0057078, 1.0));  // GPT's LM head, K = 512
+  EXPECT_FALSE(FloatsAgree(0.0056944, 0.0057078, 0.0));
+  EXPECT_FALSE(FloatsAgree(0.0067078, 0.0057078, 1.0));
+  EXPECT_TRUE(FloatsAgree(INFINITY, INFINITY, 1.0));
+  EXPECT_FALSE(FloatsAgree(-INFINITY, INFINITY, 1.0));
+  EXPECT_TRUE(FloatsAgree(NAN, NAN, 1.0));
+  EXPECT_FALSE(FloatsAgree(NAN, 0.0, 1.0));
+  EXPECT_FALSE(FloatsAgree(0.0, NAN, 1.0));
+
+  ir::IRModule reference = Scale(kScale);  // B = A * 2, A in [-1, 1]
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(Scale("    B[i] = A[i] * 2.0 + 0.00005"),
+                                                        reference, "scale", {{"n", 100}}, {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->ok) << m->failure;
+  m = MeasureKernelIsolated(Scale("    B[i] = A[i] * 2.0 + 0.001"), reference, "scale",
+                            {{"n", 100}}, {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->failure, StartsWith("buffer B differs at element 0: "));
 }
 
 // The reference run once (in a child) and handed to each measurement: a right candidate

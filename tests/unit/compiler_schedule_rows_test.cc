@@ -244,7 +244,7 @@ TEST_P(ScheduleRowsTest, EveryKnobChoiceMatchesTheInterpreterAtStaticShapes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, ScheduleRowsTest, ::testing::Values("x86_64", "x86_64-v3"));
+INSTANTIATE_TEST_SUITE_P(Targets, ScheduleRowsTest, ::testing::ValuesIn(CpuTestTargets()));
 
 }  // namespace
 }  // namespace kiln::testing

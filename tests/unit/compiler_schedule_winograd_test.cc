@@ -223,7 +223,7 @@ TEST_P(ScheduleWinogradTest, MatchesTheDefaultScheduleWithinTheTunersTolerance) 
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, ScheduleWinogradTest, ::testing::Values("x86_64", "x86_64-v3"));
+INSTANTIATE_TEST_SUITE_P(Targets, ScheduleWinogradTest, ::testing::ValuesIn(CpuTestTargets()));
 
 }  // namespace
 }  // namespace kiln::testing
