@@ -18,8 +18,9 @@
 // FMAs per column. A tile whose every tap lies inside the input (most of them) reads x
 // unchecked; in a border tile, the columns whose tap falls in the padding keep their sums
 // (a select fixed for the channel loop). A row ends with a narrower tile when few columns
-// are left. Each output element sums its products in (kh, kw, c) order, in f32 as the
-// matmul rule does, on one thread whatever the thread count.
+// are left, and only a row narrower than a tile clamps its columns. Each output element sums its
+// products in (kh, kw, c) order, in f32 as the matmul rule does, on one thread whatever the thread
+// count.
 //
 // Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
 // take (depthwise, small groups) the row form (RowConv). The tile's shape, the input-channel
@@ -29,6 +30,8 @@
 #include "compiler/schedule/conv_rule.h"
 
 #include <functional>
+#include <ranges>
+#include <vector>
 
 #include "compiler/arith/analyzer.h"
 #include "compiler/ir/stmt_functor.h"
@@ -418,11 +421,15 @@ class ConvTiler {
     return Loop(col_, I(cols_), ForKind::kUnrolled, Loop(lane_, I(lanes_), lanes, std::move(body)));
   }
 
-  // x at column `col` of the tile and tap (c, kh, kw). A border tile clamps the column into
-  // the output (a partial tile repeats its last column).
-  PrimExpr XValue(bool checked) const {
-    PrimExpr ow = checked ? arith::Min(Ow(), conv_.width - I(1)) : Ow();
-    PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {ow, kw_});
+  // The output column of column `col` of the tile; a partial tile (a row narrower than the
+  // tile) clamps it into the row, repeating the row's last column.
+  PrimExpr OwIn(bool partial) const {
+    return partial ? arith::Min(Ow(), conv_.width - I(1)) : Ow();
+  }
+
+  // x at column `col` of the tile and tap (c, kh, kw).
+  PrimExpr XValue(bool partial) const {
+    PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {OwIn(partial), kw_});
     PrimExpr ih = Replace(conv_.x_indices[2], {conv_.kh}, {kh_});
     return arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
   }
@@ -435,19 +442,19 @@ class ConvTiler {
 
   // One tap (kh, kw) over the channels. The channel loop is innermost and branch-free, so acc
   // stays in registers across it.
-  Stmt Channels(bool checked, bool masked) const {
+  Stmt Channels(bool partial, bool masked) const {
     PrimExpr acc = arith::Load(acc_, {col_, lane_});
     PrimExpr w = weights_ ? arith::Load(packed_all_, {ocb_, Tap(c_, kh_, kw_), lane_})
                           : arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
     if (!masked) {
       Stmt update =
-          OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(checked) * w), ForKind::kVectorized);
+          OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(partial) * w), ForKind::kVectorized);
       return OverChannels(update);
     }
     // A tap that falls in the padding for some columns: those columns keep their sum (a
     // select on a condition fixed for the loop; x read at an index clamped into the input),
     // so the whole tile still shares one channel loop.
-    PrimExpr ow = arith::Min(Ow(), conv_.width - I(1));
+    PrimExpr ow = OwIn(partial);
     PrimExpr inside = Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow, kw_});
     PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {ow, kw_});
     iw = arith::Min(arith::Max(iw, I(0)), conv_.x->shape[3] - I(1));
@@ -469,10 +476,10 @@ class ConvTiler {
 
   // A border tile reads unchecked every tap that lies inside the input for all its columns,
   // and masks only the others (the few at the left and right edges).
-  Stmt Reduce(bool checked) const {
-    Stmt channels = Channels(checked, false);
-    if (checked && conv_.col_ok) {
-      channels = ir::IfThenElse(TapInside(), channels, Channels(checked, true));
+  Stmt Reduce(bool border, bool partial) const {
+    Stmt channels = Channels(partial, false);
+    if (border && conv_.col_ok) {
+      channels = ir::IfThenElse(TapInside(), channels, Channels(partial, true));
     }
     Stmt taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, channels);
     if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
@@ -487,7 +494,7 @@ class ConvTiler {
   PrimExpr Interior() const {
     PrimExpr first = First();
     PrimExpr last = first + I(cols_ - 1);
-    PrimExpr full = Le(first + I(cols_), conv_.width);
+    PrimExpr full = Whole();
     if (!conv_.col_ok) return full;
     return And(full, And(Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {first, I(0)}),
                          Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {last, I(conv_.taps_w - 1)})));
@@ -513,31 +520,58 @@ class ConvTiler {
     return ir::IfThenElse(And(Lt(Oc(), M()), Lt(Ow(), conv_.width)), ir::Seq(stores));
   }
 
-  // The row's tiles of P columns; when at most kMinTileColumns columns are left over, a tile
-  // of kMinTileColumns ends the row instead of a whole P-column tile (7 columns in tiles of
-  // 6: 6 + 4 computed, not 12).
+  // The tile ends inside the row (every tile does but in a row narrower than a tile).
+  PrimExpr Whole() const { return Le(First() + I(cols_), conv_.width); }
+
+  // The row's tiles of P columns. The r columns left over (r = W mod P) take one narrower
+  // tile that ends at the row's end, the narrowest of kMinTileColumns and P / 2 columns that
+  // covers them: 7 columns in tiles of 6 are 6 + 4 computed, not 12, and a row of 7 in tiles
+  // of 14 (14 columns of 512-bit vectors, a symbolic width) is one tile of 7, not 14. When
+  // neither covers them, the last P-column tile moves back to end at the row's end.
   Stmt Columns() const {
     PrimExpr all = CeilDiv(conv_.width, cols_);
-    if (cols_ <= kMinTileColumns) return Loop(owt_, all, ForKind::kSerial, Tile());
-    PrimExpr left = arith::FloorMod(conv_.width, I(cols_));
-    PrimExpr narrow = And(Lt(I(0), left), Le(left, I(kMinTileColumns)));
-    if (const auto& w = conv_.width; w->kind == ExprKind::kIntImm) {
-      int64_t n = w->int_value % cols_;
-      if (n == 0 || n > kMinTileColumns) return Loop(owt_, all, ForKind::kSerial, Tile());
+    std::vector<int64_t> narrow_tiles;
+    for (int64_t cols : {kMinTileColumns, cols_ / 2}) {
+      bool wider = narrow_tiles.empty() || cols > narrow_tiles.back();
+      if (cols < cols_ && wider) narrow_tiles.push_back(cols);
     }
-    ConvTiler last = *this;
-    last.cols_ = kMinTileColumns;
-    last.first_ = arith::Max(conv_.width - I(kMinTileColumns), I(0));
-    last.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(kMinTileColumns), I(lanes_)});
+    if (const auto& w = conv_.width; w->kind == ExprKind::kIntImm) {
+      int64_t left = w->int_value % cols_;
+      std::erase_if(narrow_tiles, [&](int64_t cols) { return cols < left; });
+      if (left == 0 || narrow_tiles.empty()) return Loop(owt_, all, ForKind::kSerial, Tile());
+      narrow_tiles.resize(1);
+    }
+    if (narrow_tiles.empty()) return Loop(owt_, all, ForKind::kSerial, Tile());
+    // The if-chain tries the narrowest tile first: each covers up to its width of columns.
+    PrimExpr left = arith::FloorMod(conv_.width, I(cols_));
+    Stmt ends;
+    for (int64_t cols : narrow_tiles | std::views::reverse) {
+      ConvTiler end = *this;
+      end.cols_ = cols;
+      end.first_ = arith::Max(conv_.width - I(cols), I(0));
+      end.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols), I(lanes_)});
+      ends = ir::IfThenElse(Le(left, I(cols)), end.Tile(), ends);
+    }
+    PrimExpr narrow = And(Lt(I(0), left), Le(left, I(narrow_tiles.back())));
     PrimExpr whole = arith::FloorDiv(conv_.width, I(cols_));
     return ir::Seq({Loop(owt_, arith::Select(narrow, whole, all), ForKind::kSerial, Tile()),
-                    ir::IfThenElse(narrow, last.Tile())});
+                    ir::IfThenElse(narrow, ends)});
   }
 
+  // An interior tile reads every tap unchecked; a border tile masks the taps in the padding;
+  // a partial tile also clamps its columns into the row, and only it, as the clamp costs each
+  // column its own address.
   Stmt Tile() const {
     Stmt zero = OverTile(ir::Store(acc_, {col_, lane_}, arith::FloatImm(0)));
-    Stmt reduce = ir::IfThenElse(Interior(), Reduce(false), Reduce(true));
+    Stmt border = Reduce(true, false);
+    if (!ProvedWhole()) border = ir::IfThenElse(Whole(), border, Reduce(true, true));
+    Stmt reduce = ir::IfThenElse(Interior(), Reduce(false, false), border);
     return ir::Allocate(acc_, ir::Seq({zero, reduce, OverTile(Epilogue())}));
+  }
+
+  // A constant row at least a tile wide: every tile is whole.
+  bool ProvedWhole() const {
+    return conv_.width->kind == ExprKind::kIntImm && conv_.width->int_value >= cols_;
   }
 
   const Conv& conv_;

@@ -142,6 +142,41 @@ TEST_P(ScheduleConvTest, DeepConvIsTiledWithWeightsPackedAtCompileTime) {
   ExpectClose(Compiled(deep.Model(), GetParam()).Run(inputs, {1, 20, 4, 5}, 1), (*expected)[0], "");
 }
 
+// A 3x3 conv (padding 1, relu) of 9 to 17 channels over a plane of symbolic height and width.
+std::string SymbolicPlaneConv() {
+  OnnxBuilder b;
+  b.Input("x", {"n", 9, "h", "w"});
+  b.FloatInitializer("k", {17, 9, 3, 3}, RandomValues(17 * 9 * 3 * 3, 11));
+  onnx::NodeProto& conv = b.Node("Conv", {"x", "k"}, {"y"});
+  OnnxBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"y"}, {"z"});
+  b.Output("z", {"n", 17, "h", "w"});
+  return b.Serialize();
+}
+
+// With a symbolic width, the columns left after the whole tiles take the narrowest tile that
+// covers them: of 4 columns or half a tile. At 512-bit vectors a tile is 14 columns, and a row
+// of 7 (resnet18's last stage) is one tile of 7, not a tile of 14 of which half repeats.
+TEST_P(ScheduleConvTest, SymbolicWidthEndsRowsWithTheNarrowestTileThatCovers) {
+  std::string kernels = ScheduledKernels(SymbolicPlaneConv(), "x86_64-v4");
+  for (const char* tile :
+       {"alloc acc: f32[14, 32]", "alloc acc: f32[7, 32]", "alloc acc: f32[4, 32]"}) {
+    EXPECT_NE(kernels.find(tile), std::string::npos) << tile << " in " << kernels;
+  }
+  auto module = driver::ImportModel(SymbolicPlaneConv());
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(SymbolicPlaneConv(), GetParam());
+  // Every remainder of 6- and 14-column tiles that takes a tile of its own, rows narrower
+  // than a tile among them.
+  for (int64_t width : {3, 5, 7, 9, 10, 11, 13, 17, 18, 21, 24, 25, 28}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    std::vector<ir::NDArray> inputs = {RandomArray({1, 9, 3, width}, width)};
+    auto expected = interp::Run(*module, inputs);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ExpectClose(compiled.Run(inputs, {1, 17, 3, width}, 2), (*expected)[0], "");
+  }
+}
+
 // A depthwise conv sums its nine taps unrolled: no loop over taps is left in the kernel.
 TEST_P(ScheduleConvTest, DepthwiseConvSumsItsTapsUnrolled) {
   ConvCase depthwise{
