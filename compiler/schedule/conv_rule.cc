@@ -57,6 +57,8 @@ constexpr int64_t kMaxUnrolledTaps = 32;
 // The narrowest register tile that keeps the FMA units busy: its 2 x columns accumulator
 // chains cover the FMA latency (4 cycles, 2 per cycle).
 constexpr int64_t kMinTileColumns = 4;
+// The narrowest register tile of the row form's unrolled taps: a vector of 4 f32 (SSE, NEON).
+constexpr int64_t kMinRowTile = 4;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -716,6 +718,9 @@ class PointwiseConv {
 //     the other columns (edges, remainder) accumulate in out in place, one tap at a time over
 //     the columns where that tap lies inside, a vector loop with no bounds check
 //
+// A conv with few taps (a depthwise 3x3) sums them unrolled instead (UnrolledRow), in tiles
+// of L columns, the last ones narrower.
+//
 // Each element sums its (c, kh, kw) products in order either way.
 class RowConv {
  public:
@@ -794,12 +799,14 @@ class RowConv {
     return arith::Min(conv_.width, last + I(1));
   }
 
-  // x at output column `ow` and tap (c, kh, kw), times the tap's weight.
-  PrimExpr Product(const PrimExpr& ow) const {
+  // x at output column `ow` and tap (c, kh, kw), times the tap's weight; with `clamp_row`,
+  // x is read at the input row clamped into the input.
+  PrimExpr Product(const PrimExpr& ow, bool clamp_row = false) const {
     std::vector<PrimExpr> from = {conv_.ow, conv_.c, conv_.kh, conv_.kw};
     std::vector<PrimExpr> to = {ow, c_, kh_, kw_};
     std::vector<PrimExpr> at;
     for (const PrimExpr& i : conv_.x_indices) at.push_back(Replace(i, from, to));
+    if (clamp_row) at[2] = arith::Min(arith::Max(at[2], I(0)), conv_.x->shape[2] - I(1));
     return arith::Load(conv_.x, at) * arith::Load(conv_.w, {conv_.m, c_, kh_, kw_});
   }
 
@@ -824,44 +831,88 @@ class RowConv {
     return ir::Seq(stores);
   }
 
-  // A row with few taps (a depthwise 3x3 has 9): every column sums its taps unrolled, one
-  // vector of columns at a time where all taps lie inside the input; the edge columns, and
-  // rows whose taps leave the input, check each tap and run one column at a time.
+  // A row with few taps (a depthwise 3x3 has 9): every column sums its taps unrolled, in
+  // register tiles of whole vectors where all its taps' columns lie inside the input; the edge
+  // columns check each tap and run one column at a time. In a row where some taps' rows leave
+  // the input (the first and last rows), the tiles keep only the taps whose row is inside (a
+  // select fixed for the row).
   Stmt UnrolledRow(const PrimExpr& lo, const PrimExpr& hi) const {
     auto columns = [&](const PrimExpr& begin, const PrimExpr& end, ForKind kind, Stmt body) {
       return ir::For(ow_, begin, end - begin, kind, std::move(body));
     };
-    Stmt inside = ir::Seq({columns(I(0), lo, ForKind::kSerial, CheckedColumn()),
-                           columns(lo, hi, ForKind::kVectorized, UncheckedColumn()),
-                           columns(hi, conv_.width, ForKind::kSerial, CheckedColumn())});
-    if (!conv_.row_ok) return inside;
+    auto row = [&](bool masked_rows) {
+      return ir::Seq({columns(I(0), lo, ForKind::kSerial, CheckedColumn()),
+                      UnrolledTiles(lo, hi, masked_rows),
+                      columns(hi, conv_.width, ForKind::kSerial, CheckedColumn())});
+    };
+    if (!conv_.row_ok) return row(false);
     PrimExpr rows_inside = And(Replace(conv_.row_ok, {conv_.kh}, {I(0)}),
                                Replace(conv_.row_ok, {conv_.kh}, {I(conv_.taps_h - 1)}));
-    return ir::IfThenElse(rows_inside, inside,
-                          columns(I(0), conv_.width, ForKind::kSerial, CheckedColumn()));
+    return ir::IfThenElse(rows_inside, row(false), row(true));
   }
 
-  // Calls `tap(product, kh, kw)` for every tap, in (c, kh, kw) order.
-  void ForEachTap(const std::function<void(PrimExpr, int64_t, int64_t)>& tap) const {
+  // Columns [lo, hi) in tiles of L columns, then the columns left over in tiles of L / 2,
+  // L / 4, ... (down to kMinRowTile): the narrowest that covers them in one tile, or else the
+  // widest that fits the row, the last tile moved back to end at hi (recomputing a few
+  // columns, the same values again). A vector loop of unknown length would leave them to a
+  // scalar loop: with 16 lanes, most of a row of 28 and all of rows of 14 and 7. A row
+  // narrower than every tile takes LLVM's vector loop.
+  Stmt UnrolledTiles(const PrimExpr& lo, const PrimExpr& hi, bool masked_rows) const {
+    PrimExpr n = hi - lo;
+    PrimExpr left = arith::FloorMod(n, I(lanes_));
+    auto tile = [&](int64_t width, const PrimExpr& first) {
+      return Loop(lane_, I(width), ForKind::kVectorized,
+                  UncheckedColumn(first + lane_, masked_rows));
+    };
+    auto tiles = [&](int64_t width) {
+      PrimExpr first = arith::Min(hi - left + t_ * I(width), hi - I(width));
+      return Loop(t_, CeilDiv(left, width), ForKind::kSerial, tile(width, first));
+    };
+    std::vector<int64_t> widths;
+    for (int64_t width = kMinRowTile; width < lanes_; width *= 2) widths.push_back(width);
+    Stmt rest =
+        ir::For(ow_, hi - left, left, ForKind::kVectorized, UncheckedColumn(ow_, masked_rows));
+    for (auto it = widths.rbegin(); it != widths.rend(); ++it) {
+      int64_t width = *it;
+      PrimExpr covers = arith::Binary(ExprKind::kOr, Le(left, I(width)), Lt(n, I(2 * width)));
+      PrimExpr take = width == widths.back() ? Le(I(width), n) : And(Le(I(width), n), covers);
+      rest = ir::IfThenElse(take, tiles(width), rest);
+    }
+    PrimExpr whole = arith::FloorDiv(n, I(lanes_));
+    Stmt full = Loop(t_, whole, ForKind::kSerial, tile(lanes_, lo + t_ * I(lanes_)));
+    return ir::Seq({full, ir::IfThenElse(Lt(I(0), left), rest)});
+  }
+
+  // Calls `tap(product, kh, kw)` for every tap at column `ow`, in (c, kh, kw) order.
+  void ForEachTap(const PrimExpr& ow, bool clamp_row,
+                  const std::function<void(PrimExpr, int64_t, int64_t)>& tap) const {
     for (int64_t c = 0; c < conv_.cg; ++c) {
       for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
         for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
-          tap(Replace(Product(ow_), {c_, kh_, kw_}, {I(c), I(kh), I(kw)}), kh, kw);
+          tap(Replace(Product(ow, clamp_row), {c_, kh_, kw_}, {I(c), I(kh), I(kw)}), kh, kw);
         }
       }
     }
   }
 
-  Stmt UncheckedColumn() const {
+  // Column `ow`, every tap's column inside the input; with `masked_rows`, only the taps whose
+  // row is inside count (x read at a clamped row for the others, and not added).
+  Stmt UncheckedColumn(const PrimExpr& ow, bool masked_rows) const {
     PrimExpr sum = arith::FloatImm(0);
-    ForEachTap([&](PrimExpr product, int64_t, int64_t) { sum = sum + product; });
-    return Epilogue(ow_, arith::Cast(conv_.acc_t, sum));
+    ForEachTap(ow, masked_rows, [&](PrimExpr product, int64_t kh, int64_t) {
+      if (masked_rows) {
+        PrimExpr row_inside = Replace(conv_.row_ok, {conv_.kh}, {I(kh)});
+        product = arith::Select(row_inside, product, arith::FloatImm(0));
+      }
+      sum = sum + product;
+    });
+    return Epilogue(ow, arith::Cast(conv_.acc_t, sum));
   }
 
   Stmt CheckedColumn() const {
     PrimExpr acc = arith::Load(one_, {I(0)});
     std::vector<Stmt> stmts = {ir::Store(one_, {I(0)}, arith::FloatImm(0))};
-    ForEachTap([&](PrimExpr product, int64_t kh, int64_t kw) {
+    ForEachTap(ow_, false, [&](PrimExpr product, int64_t kh, int64_t kw) {
       PrimExpr inside =
           And(conv_.row_ok ? Replace(conv_.row_ok, {conv_.kh}, {I(kh)}) : nullptr,
               conv_.col_ok ? Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow_, I(kw)}) : nullptr);
@@ -1040,14 +1091,11 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target) {
            {"parallel_blocks", {1, 0}}}};
 }
 
-// The row form's knobs: whether few taps are unrolled, else the register tile's width.
+// The row form's knobs: whether few taps are unrolled, and the register tile's width.
 SearchSpace RowSpace(const Conv& conv) {
   std::vector<Knob> knobs;
-  if (RowConv::UnrollsTaps(conv)) {
-    knobs.push_back({"unroll_taps", {1, 0}});
-  } else {
-    knobs.push_back({"row_vectors", {2, 1, 4}});
-  }
+  if (RowConv::UnrollsTaps(conv)) knobs.push_back({"unroll_taps", {1, 0}});
+  knobs.push_back({"row_vectors", {2, 1, 4}});
   knobs.push_back({"parallel_rows", {0, 1}});
   return {"conv", std::move(knobs)};
 }

@@ -24,7 +24,8 @@ std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Targ
 
 // The conv rule's knobs for the kernel, rule "conv": for the tiler, the register tile's
 // columns and output-channel vectors, the input-channel block and the parallel split; for the
-// row form (depthwise), unrolled taps or the register tile's width, and the parallel split.
+// row form (depthwise), whether few taps are unrolled, the register tile's width and the
+// parallel split.
 // A pointwise conv has the matmul rule's (MatmulSpace). nullopt when the rule does not take
 // the kernel.
 std::optional<SearchSpace> ConvSpace(const ir::Stmt& body, const ir::Target& target);

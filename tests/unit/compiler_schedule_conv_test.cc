@@ -186,6 +186,50 @@ TEST_P(ScheduleConvTest, DepthwiseConvSumsItsTapsUnrolled) {
   EXPECT_EQ(kernels.find("for rkw"), std::string::npos) << kernels;
 }
 
+// A depthwise 3x3 conv (padding 1, relu) of 6 channels over a plane of symbolic height and
+// width, with stride `stride`.
+std::string SymbolicPlaneDepthwise(int64_t stride) {
+  OnnxBuilder b;
+  b.Input("x", {"n", 6, "h", "w"});
+  b.FloatInitializer("k", {6, 1, 3, 3}, RandomValues(6 * 3 * 3, 11));
+  onnx::NodeProto& conv = b.Node("Conv", {"x", "k"}, {"y"});
+  OnnxBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
+  OnnxBuilder::IntAttr(conv, "group", 6);
+  b.Node("Relu", {"y"}, {"z"});
+  b.Output("z", {"n", 6, "oh", "ow"});
+  return b.Serialize();
+}
+
+// A depthwise conv's columns, at a symbolic width, take register tiles of whole vectors: two
+// vectors, then the narrowest of one vector, a half, a quarter that covers what is left. (A
+// vector loop of unknown length left rows of 14 and 7 to its scalar remainder.) The first and
+// last rows, whose top or bottom taps fall in the padding, take the same tiles.
+TEST_P(ScheduleConvTest, DepthwiseRowsAtASymbolicWidthTakeVectorTiles) {
+  std::string kernels = ScheduledKernels(SymbolicPlaneDepthwise(1), "x86_64-v4");
+  for (int64_t lanes : {32, 16, 8, 4}) {
+    std::string tile = "for lane in range(0, " + std::to_string(lanes) + ") vectorized";
+    EXPECT_NE(kernels.find(tile), std::string::npos) << tile << " in " << kernels;
+  }
+  for (int64_t stride : {1, 2}) {
+    std::string onnx = SymbolicPlaneDepthwise(stride);
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    Compiled compiled(onnx, GetParam());
+    // Rows narrower than a quarter vector, between each tile width and the next, and wider
+    // than two vectors; one to four rows, so that every row is a first or last row or not.
+    for (int64_t width : {1, 3, 5, 6, 9, 12, 14, 19, 28, 35, 56, 75}) {
+      int64_t height = 1 + width % 4;
+      SCOPED_TRACE("stride " + std::to_string(stride) + ", width " + std::to_string(width));
+      std::vector<ir::NDArray> inputs = {RandomArray({1, 6, height, width}, width)};
+      auto expected = interp::Run(*module, inputs);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      std::vector<int64_t> out = {1, 6, (height - 1) / stride + 1, (width - 1) / stride + 1};
+      ExpectClose(compiled.Run(inputs, out, 2), (*expected)[0], "");
+    }
+  }
+}
+
 // Weights given at run time are packed by the kernel, per block of output channels.
 TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
   OnnxBuilder b;
@@ -367,7 +411,7 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
   const Names tiler = {"tile_cols", "tile_vectors", "channel_block", "parallel_blocks"};
   for (const auto& [conv, rule, knobs] :
        {std::tuple{TunedCases()[0], "conv", tiler},
-        std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "parallel_rows"}},
+        std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "row_vectors", "parallel_rows"}},
         std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}},
         std::tuple{TunedCases()[6], "matmul", KnobNames(schedule::MatmulSpace(target))}}) {
     SCOPED_TRACE(conv.name);
