@@ -16,8 +16,10 @@
 // acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
 // LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
 // FMAs per column. A tile whose every tap lies inside the input (most of them) reads x
-// unchecked; in a border tile, the columns whose tap falls in the padding keep their sums
-// (a select fixed for the channel loop). A row ends with a narrower tile when few columns
+// unchecked; in a border tile, a tap in the padding for its first or last column only leaves
+// that column out, and otherwise the columns whose tap falls in the padding keep their sums
+// (a select fixed for the channel loop). A tile may also span R rows (tile_rows), sharing
+// each weight vector over R x P columns. A row ends with a narrower tile when few columns
 // are left, and only a row narrower than a tile clamps its columns. Each output element sums its
 // products in (kh, kw, c) order, in f32 as the matmul rule does, on one thread whatever the thread
 // count.
@@ -245,6 +247,10 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //  - tile_cols (P): output columns per register tile; TileColumns by default.
 //  - tile_vectors: vectors of output channels per tile (OCB = tile_vectors * lanes); two
 //    with P = 6 fill the 16 registers up to AVX2.
+//  - tile_rows (R): output rows per register tile, R x P columns sharing each weight vector
+//    loaded: a plane of 7 x 7 (resnet18's last stage) has rows of at most 7 columns, so one
+//    row reuses a weight vector 7 times, two rows 14. A task takes R rows; where R does not
+//    divide the height, its last tile moves back (recomputing rows, the same values again).
 //  - channel_block: input channels per reduction block, all taps summed over one block before
 //    the next, so the block's input rows stay in L1 across the taps; 0 (all of them) by default.
 //  - parallel_blocks: run (output channel block, row) pairs in parallel rather than the rows
@@ -259,6 +265,7 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 struct ConvKnobs {
   int64_t tile_cols = 6;
   int64_t tile_vectors = 2;
+  int64_t tile_rows = 1;
   int64_t channel_block = 0;
   bool parallel_blocks = true;
   bool unroll_taps = true;
@@ -270,6 +277,7 @@ struct ConvKnobs {
 // gets the default.
 constexpr int64_t kMaxKnobTileColumns = 32;
 constexpr int64_t kMaxKnobVectors = 8;
+constexpr int64_t kMaxKnobTileRows = 8;
 
 int64_t InRange(int64_t value, int64_t max, int64_t fallback) {
   return value >= 1 && value <= max ? value : fallback;
@@ -283,6 +291,7 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
   int64_t cols = TileColumns(MaxTileColumns(target), width);
   k.tile_cols = InRange(t.Get("tile_cols", cols), kMaxKnobTileColumns, cols);
   k.tile_vectors = InRange(t.Get("tile_vectors", 2), kMaxKnobVectors, 2);
+  k.tile_rows = InRange(t.Get("tile_rows", 1), kMaxKnobTileRows, 1);
   k.channel_block = std::max<int64_t>(0, t.Get("channel_block", 0));
   k.parallel_blocks = t.Get("parallel_blocks", k.parallel_blocks) != 0;
   k.unroll_taps = t.Get("unroll_taps", 1) != 0;
@@ -300,9 +309,14 @@ class ConvTiler {
       : conv_(conv),
         lanes_(knobs.tile_vectors * VectorLanes(target)),
         cols_(knobs.tile_cols),
+        rows_(knobs.tile_rows),
         channel_block_(ChannelBlock(conv, knobs.channel_block)),
         parallel_blocks_(knobs.parallel_blocks && IsWeightConstant(conv, weights)),
-        weights_(IsWeightConstant(conv, weights) ? weights : nullptr) {}
+        weights_(IsWeightConstant(conv, weights) ? weights : nullptr) {
+    // One row per tile: the task's row is the conv's own row variable.
+    if (rows_ == 1) ohg_ = conv_.oh;
+    acc_ = Accumulators(cols_);
+  }
 
   // The channel of x that output channel block `ocb` reads at reduction channel c: the same
   // for every channel of the block when groups hold whole blocks. nullopt otherwise.
@@ -333,15 +347,16 @@ class ConvTiler {
     if (!Takes()) return {};
     channel_ = *BlockChannel(conv_.channels->int_value, conv_.x->shape[1]->int_value);
     PrimExpr blocks = CeilDiv(conv_.channels, lanes_);
+    PrimExpr groups = rows_ == 1 ? conv_.height : CeilDiv(conv_.height, rows_);
     if (parallel_blocks_) {
-      // Task t is row t % H of block t / H.
+      // Task t is row group t % G of block t / G.
       PrimExpr task = arith::MakeVar("task");
-      Stmt pair = ir::Let(ocb_, arith::FloorDiv(task, conv_.height),
-                          ir::Let(conv_.oh, arith::FloorMod(task, conv_.height), Columns()));
+      Stmt pair = ir::Let(ocb_, arith::FloorDiv(task, groups),
+                          ir::Let(ohg_, arith::FloorMod(task, groups), Columns()));
       return Loop(conv_.n, conv_.batch, ForKind::kSerial,
-                  Loop(task, blocks * conv_.height, ForKind::kParallel, pair));
+                  Loop(task, blocks * groups, ForKind::kParallel, pair));
     }
-    Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kParallel, Columns());
+    Stmt rows = Loop(ohg_, groups, ForKind::kParallel, Columns());
     Stmt block = weights_ ? rows : ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
                 Loop(ocb_, blocks, ForKind::kSerial, block));
@@ -399,6 +414,31 @@ class ConvTiler {
     return arith::Min(owt_ * I(cols_), arith::Max(conv_.width - I(cols_), I(0)));
   }
   PrimExpr Ow() const { return First() + col_; }
+  // The output row of row `row` of the tile: row group g's, the last group moved back to end
+  // at the plane's last row; a plane lower than a tile clamps its rows.
+  PrimExpr Oh() const {
+    if (rows_ == 1) return conv_.oh;
+    PrimExpr first = arith::Min(ohg_ * I(rows_), arith::Max(conv_.height - I(rows_), I(0)));
+    if (ProvedRowsWhole()) return first + row_;
+    return arith::Min(first + row_, conv_.height - I(1));
+  }
+  bool ProvedRowsWhole() const {
+    return conv_.height->kind == ExprKind::kIntImm && conv_.height->int_value >= rows_;
+  }
+  // acc[row, col, lane], without the row index for tiles of one row.
+  Buffer Accumulators(int64_t cols) const {
+    std::vector<PrimExpr> shape = {I(cols), I(lanes_)};
+    if (rows_ > 1) shape.insert(shape.begin(), I(rows_));
+    return arith::MakeBuffer("acc", DataType::Float(32), shape);
+  }
+  std::vector<PrimExpr> AccAt() const {
+    if (rows_ == 1) return {col_, lane_};
+    return {row_, col_, lane_};
+  }
+  // The tap's row check at row `row` of the tile.
+  PrimExpr RowOk(const PrimExpr& oh) const {
+    return Replace(conv_.row_ok, {conv_.oh, conv_.kh}, {oh, kh_});
+  }
   // The row of the packed weights: taps outermost, so the channel loop reads them in order.
   PrimExpr Tap(const PrimExpr& c, const PrimExpr& kh, const PrimExpr& kw) const {
     return (kh * I(conv_.taps_w) + kw) * I(conv_.cg) + c;
@@ -418,9 +458,13 @@ class ConvTiler {
                           Loop(lane, I(lanes_), ForKind::kVectorized, store))));
   }
 
-  // for col, lane (unrolled): body
-  Stmt OverTile(Stmt body, ForKind lanes = ForKind::kUnrolled) const {
-    return Loop(col_, I(cols_), ForKind::kUnrolled, Loop(lane_, I(lanes_), lanes, std::move(body)));
+  // for row, col in [lo, hi) (all columns when hi = 0), lane (unrolled): body
+  Stmt OverTile(Stmt body, ForKind lanes = ForKind::kUnrolled, int64_t lo = 0,
+                int64_t hi = 0) const {
+    if (hi == 0) hi = cols_;
+    Stmt tile = ir::For(col_, I(lo), I(hi - lo), ForKind::kUnrolled,
+                        Loop(lane_, I(lanes_), lanes, std::move(body)));
+    return rows_ == 1 ? tile : Loop(row_, I(rows_), ForKind::kUnrolled, tile);
   }
 
   // The output column of column `col` of the tile; a partial tile (a row narrower than the
@@ -429,10 +473,16 @@ class ConvTiler {
     return partial ? arith::Min(Ow(), conv_.width - I(1)) : Ow();
   }
 
-  // x at column `col` of the tile and tap (c, kh, kw).
-  PrimExpr XValue(bool partial) const {
+  // x at row `row` and column `col` of the tile and tap (c, kh, kw); a masked axis reads it
+  // at an index clamped into the input (the tap is not added there).
+  PrimExpr XValue(bool partial, bool masked_cols = false, bool masked_rows = false) const {
     PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {OwIn(partial), kw_});
-    PrimExpr ih = Replace(conv_.x_indices[2], {conv_.kh}, {kh_});
+    PrimExpr ih = Replace(conv_.x_indices[2], {conv_.oh, conv_.kh}, {Oh(), kh_});
+    auto clamp = [](const PrimExpr& i, const PrimExpr& extent) {
+      return arith::Min(arith::Max(i, I(0)), extent - I(1));
+    };
+    if (masked_cols) iw = clamp(iw, conv_.x->shape[3]);
+    if (masked_rows) ih = clamp(ih, conv_.x->shape[2]);
     return arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
   }
 
@@ -444,47 +494,69 @@ class ConvTiler {
 
   // One tap (kh, kw) over the channels. The channel loop is innermost and branch-free, so acc
   // stays in registers across it.
-  Stmt Channels(bool partial, bool masked) const {
-    PrimExpr acc = arith::Load(acc_, {col_, lane_});
+  // A tap that falls in the padding for some columns (masked_cols) or rows (masked_rows) of
+  // the tile: those keep their sum (a select on a condition fixed for the loop), so the whole
+  // tile still shares one channel loop.
+  // Only columns [lo, hi) of the tile take the tap (hi = 0: all of them).
+  Stmt Channels(bool partial, bool masked_cols, bool masked_rows, int64_t lo = 0,
+                int64_t hi = 0) const {
+    PrimExpr acc = arith::Load(acc_, AccAt());
     PrimExpr w = weights_ ? arith::Load(packed_all_, {ocb_, Tap(c_, kh_, kw_), lane_})
                           : arith::Load(packed_, {Tap(c_, kh_, kw_), lane_});
-    if (!masked) {
-      Stmt update =
-          OverTile(ir::Store(acc_, {col_, lane_}, acc + XValue(partial) * w), ForKind::kVectorized);
-      return OverChannels(update);
-    }
-    // A tap that falls in the padding for some columns: those columns keep their sum (a
-    // select on a condition fixed for the loop; x read at an index clamped into the input),
-    // so the whole tile still shares one channel loop.
-    PrimExpr ow = OwIn(partial);
-    PrimExpr inside = Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow, kw_});
-    PrimExpr iw = Replace(conv_.x_indices[3], {conv_.ow, conv_.kw}, {ow, kw_});
-    iw = arith::Min(arith::Max(iw, I(0)), conv_.x->shape[3] - I(1));
-    PrimExpr ih = Replace(conv_.x_indices[2], {conv_.kh}, {kh_});
-    PrimExpr x = arith::Load(conv_.x, {conv_.n, channel_, ih, iw});
-    Stmt update = OverTile(ir::Store(acc_, {col_, lane_}, arith::Select(inside, acc + x * w, acc)),
-                           ForKind::kVectorized);
-    return OverChannels(update);
+    PrimExpr x = XValue(partial, masked_cols, masked_rows);
+    PrimExpr inside;
+    if (masked_cols) inside = Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {OwIn(partial), kw_});
+    if (masked_rows) inside = And(inside, RowOk(Oh()));
+    PrimExpr sum = acc + x * w;
+    if (inside) sum = arith::Select(inside, sum, acc);
+    return OverChannels(OverTile(ir::Store(acc_, AccAt(), sum), ForKind::kVectorized, lo, hi));
   }
 
-  // Tap kw lies inside the input for every (clamped) column of the tile: it does at the first
-  // and the last column (the input column grows with the output column).
-  PrimExpr TapInside() const {
-    PrimExpr first = First();
-    PrimExpr last = arith::Min(first + I(cols_ - 1), conv_.width - I(1));
-    return And(Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {first, kw_}),
-               Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {last, kw_}));
-  }
-
-  // A border tile reads unchecked every tap that lies inside the input for all its columns,
-  // and masks only the others (the few at the left and right edges).
-  Stmt Reduce(bool border, bool partial) const {
-    Stmt channels = Channels(partial, false);
+  // The taps kw of row kh. A border tile reads unchecked every tap that lies inside the input
+  // for all its columns. One that misses only the first or only the last column (a padding
+  // of 1) leaves that column out; any other is masked per column, which LLVM makes a branch
+  // per column that reloads the weights. (Every tile of a plane 7 or 14 columns wide is a
+  // border tile: resnet18's last stages.)
+  Stmt Taps(bool border, bool partial, bool masked_rows) const {
+    Stmt channels = Channels(partial, false, masked_rows);
     if (border && conv_.col_ok) {
-      channels = ir::IfThenElse(TapInside(), channels, Channels(partial, true));
+      Stmt edges = Channels(partial, true, masked_rows);
+      if (cols_ > 2) {
+        edges = ir::IfThenElse(ColumnsInside(partial, 0, cols_ - 2),
+                               Channels(partial, false, masked_rows, 0, cols_ - 1), edges);
+        edges = ir::IfThenElse(ColumnsInside(partial, 1, cols_ - 1),
+                               Channels(partial, false, masked_rows, 1, cols_), edges);
+      }
+      channels = ir::IfThenElse(ColumnsInside(partial, 0, cols_ - 1), channels, edges);
     }
-    Stmt taps = Loop(kw_, I(conv_.taps_w), ForKind::kSerial, channels);
-    if (conv_.row_ok) taps = ir::IfThenElse(Replace(conv_.row_ok, {conv_.kh}, {kh_}), taps);
+    return Loop(kw_, I(conv_.taps_w), ForKind::kSerial, channels);
+  }
+
+  // Tap kw lies inside the input for columns first..last of the tile: it does at both (the
+  // input column grows with the output column).
+  PrimExpr ColumnsInside(bool partial, int64_t first, int64_t last) const {
+    auto at = [&](int64_t col) {
+      PrimExpr ow = Replace(OwIn(partial), {col_}, {I(col)});
+      return Replace(conv_.col_ok, {conv_.ow, conv_.kw}, {ow, kw_});
+    };
+    return And(at(first), at(last));
+  }
+
+  // Row kh of the taps lies inside the input for every row of the tile: it does at the first
+  // and the last row (the input row grows with the output row).
+  PrimExpr RowsInside() const {
+    PrimExpr first = Replace(Oh(), {row_}, {I(0)}), last = Replace(Oh(), {row_}, {I(rows_ - 1)});
+    return And(RowOk(first), RowOk(last));
+  }
+
+  // A tile of one row skips the taps of a row kh in the padding; a taller one masks the rows
+  // that row kh misses where it misses some.
+  Stmt Reduce(bool border, bool partial) const {
+    Stmt taps = Taps(border, partial, false);
+    if (conv_.row_ok && rows_ == 1) taps = ir::IfThenElse(RowOk(Oh()), taps);
+    if (conv_.row_ok && rows_ > 1) {
+      taps = ir::IfThenElse(RowsInside(), taps, Taps(border, partial, true));
+    }
     Stmt reduce = Loop(kh_, I(conv_.taps_h), ForKind::kSerial, taps);
     if (channel_block_ == conv_.cg) return reduce;
     return Loop(cb_, I(conv_.cg / channel_block_), ForKind::kSerial, reduce);
@@ -504,8 +576,8 @@ class ConvTiler {
 
   // The kernel's epilogue at (n, oc, oh, ow), reading the finished sum from acc.
   Stmt Epilogue() const {
-    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, {col_, lane_}));
-    std::vector<PrimExpr> from = {conv_.m, conv_.ow}, to = {Oc(), Ow()};
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, AccAt()));
+    std::vector<PrimExpr> from = {conv_.m, conv_.oh, conv_.ow}, to = {Oc(), Oh(), Ow()};
     auto rewrite = [&](const PrimExpr& e) {
       PrimExpr r = arith::Substitute(e, [&](const PrimExpr& x) -> PrimExpr {
         if (x->kind == ExprKind::kLoad && x->buffer == conv_.acc) return sum;
@@ -551,7 +623,7 @@ class ConvTiler {
       ConvTiler end = *this;
       end.cols_ = cols;
       end.first_ = arith::Max(conv_.width - I(cols), I(0));
-      end.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols), I(lanes_)});
+      end.acc_ = Accumulators(cols);
       ends = ir::IfThenElse(Le(left, I(cols)), end.Tile(), ends);
     }
     PrimExpr narrow = And(Lt(I(0), left), Le(left, I(narrow_tiles.back())));
@@ -564,7 +636,7 @@ class ConvTiler {
   // a partial tile also clamps its columns into the row, and only it, as the clamp costs each
   // column its own address.
   Stmt Tile() const {
-    Stmt zero = OverTile(ir::Store(acc_, {col_, lane_}, arith::FloatImm(0)));
+    Stmt zero = OverTile(ir::Store(acc_, AccAt(), arith::FloatImm(0)));
     Stmt border = Reduce(true, false);
     if (!ProvedWhole()) border = ir::IfThenElse(Whole(), border, Reduce(true, true));
     Stmt reduce = ir::IfThenElse(Interior(), Reduce(false, false), border);
@@ -579,18 +651,21 @@ class ConvTiler {
   const Conv& conv_;
   const int64_t lanes_;    // OCB: output channels per block, tile_vectors vectors of f32
   int64_t cols_;           // P: output columns per register tile
+  int64_t rows_;           // R: output rows per register tile
   int64_t channel_block_;  // input channels per reduction block
   bool parallel_blocks_;   // (block, row) pairs in parallel
   PrimExpr first_;         // set for the one narrower tile that ends a row (Columns)
   PrimExpr channel_;
   PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt"), cb_ = arith::MakeVar("cb");
-  PrimExpr col_ = arith::MakeVar("col"), lane_ = arith::MakeVar("lane");
+  PrimExpr ohg_ = arith::MakeVar("ohg");  // the tile's row group (oh itself when R = 1)
+  PrimExpr row_ = arith::MakeVar("row"), col_ = arith::MakeVar("col"),
+           lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
   const ir::NDArray* weights_;
   Buffer packed_ = arith::MakeBuffer("packed_w", DataType::Float(32), {I(Depth()), I(lanes_)});
   Buffer packed_all_ = arith::MakeBuffer("w_packed", DataType::Float(32),
                                          {CeilDiv(conv_.channels, lanes_), I(Depth()), I(lanes_)});
-  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
+  Buffer acc_;
 };
 
 // Pointwise convolutions (1x1, stride 1, no padding, one group) are matrix products,
@@ -1074,12 +1149,12 @@ std::vector<int64_t> Choices(int64_t first, std::initializer_list<int64_t> more,
 
 // The tiler's knobs for a conv it takes with the default knobs; every choice keeps it taking
 // the conv.
-SearchSpace TilerSpace(const Conv& conv, const ir::Target& target) {
+SearchSpace TilerSpace(const Conv& conv, const ir::Target& target, const ir::NDArray* weights) {
   ConvKnobs knobs = KnobsOf({}, target, conv.width);
   auto takes = [&](int64_t vectors) {
     ConvKnobs k = knobs;
     k.tile_vectors = vectors;
-    return ConvTiler(conv, target, nullptr, k).Takes();
+    return ConvTiler(conv, target, weights, k).Takes();
   };
   // One vector of output channels leaves registers for up to regs - 2 columns.
   auto fits = [&](int64_t cols) { return cols <= target.VectorRegisters() - 2; };
@@ -1087,6 +1162,7 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target) {
   return {"conv",
           {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
            {"tile_vectors", Choices(2, {1, 4}, takes)},
+           {"tile_rows", {1, 2, 4}},
            {"channel_block", Choices(0, {16, 32, 64, 8}, splits)},
            {"parallel_blocks", {1, 0}}}};
 }
@@ -1102,12 +1178,16 @@ SearchSpace RowSpace(const Conv& conv) {
 
 }  // namespace
 
-std::optional<SearchSpace> ConvSpace(const Stmt& body, const ir::Target& target) {
+std::optional<SearchSpace> ConvSpace(const Stmt& body, const ir::Target& target,
+                                     const ConstantOf& constant_of) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
   if (PointwiseConv(*conv).AsMatmul()) return MatmulSpace(target);
   ConvKnobs defaults = KnobsOf({}, target, conv->width);
-  if (ConvTiler(*conv, target, nullptr, defaults).Takes()) return TilerSpace(*conv, target);
+  const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
+  if (ConvTiler(*conv, target, weights, defaults).Takes()) {
+    return TilerSpace(*conv, target, weights);
+  }
   if (RowConv(*conv, target, defaults).Takes()) return RowSpace(*conv);
   return std::nullopt;
 }

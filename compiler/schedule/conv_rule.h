@@ -23,11 +23,13 @@ std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Targ
                                             const Trace& trace = {});
 
 // The conv rule's knobs for the kernel, rule "conv": for the tiler, the register tile's
-// columns and output-channel vectors, the input-channel block and the parallel split; for the
-// row form (depthwise), whether few taps are unrolled, the register tile's width and the
-// parallel split.
+// columns, rows and output-channel vectors, the input-channel block and the parallel split;
+// for the row form (depthwise), whether few taps are unrolled, the register tile's width and
+// the parallel split. The space is that of the form ScheduleConv builds with the same
+// `constant_of` (the tiler takes deeper convs when their weights are constant).
 // A pointwise conv has the matmul rule's (MatmulSpace). nullopt when the rule does not take
 // the kernel.
-std::optional<SearchSpace> ConvSpace(const ir::Stmt& body, const ir::Target& target);
+std::optional<SearchSpace> ConvSpace(const ir::Stmt& body, const ir::Target& target,
+                                     const ConstantOf& constant_of = nullptr);
 
 }  // namespace kiln::schedule

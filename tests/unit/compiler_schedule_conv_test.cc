@@ -177,6 +177,56 @@ TEST_P(ScheduleConvTest, SymbolicWidthEndsRowsWithTheNarrowestTileThatCovers) {
   }
 }
 
+// A border tile whose tap misses only its first or only its last column (a padding of 1)
+// leaves that column out of the channel loop rather than masking every column, which LLVM
+// makes a branch per column. Every tile of a plane 7 or 14 columns wide is a border tile.
+// (SymbolicWidthEndsRowsWithTheNarrowestTileThatCovers checks the values.)
+TEST_P(ScheduleConvTest, BorderTilesLeaveAColumnOutsideThePaddingOut) {
+  std::string kernels = ScheduledKernels(SymbolicPlaneConv(), "x86_64-v4");
+  // Columns 1..13 and 0..12 of a 14-column tile, 1..6 and 0..5 of a 7-column one.
+  for (const char* cols : {"for col in range(1, 13) unrolled", "for col in range(0, 13) unrolled",
+                           "for col in range(1, 6) unrolled", "for col in range(0, 6) unrolled"}) {
+    EXPECT_NE(kernels.find(cols), std::string::npos) << cols << " in " << kernels;
+  }
+}
+
+// A register tile of R rows (tile_rows) shares each weight vector it loads across R x P
+// columns. At a symbolic height a task takes R rows: the last moves back to end at the
+// plane's last row, and a plane lower than R clamps its rows; the tile's top and bottom taps
+// fall in the padding for some of its rows only.
+TEST_P(ScheduleConvTest, TallTilesMatchTheInterpreterAtEveryHeight) {
+  ir::Target target = ResolvedTarget(GetParam());
+  std::string onnx = SymbolicPlaneConv();
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  std::vector<schedule::TunableKernel> kernels =
+      schedule::TunableKernels(Fused(onnx, target), target);
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_EQ(kernels[0].spaces[0].rule, "conv");
+  for (int64_t rows : {2, 4}) {
+    schedule::Trace trace = kernels[0].spaces[0].Default();
+    for (schedule::Decision& d : trace.decisions) {
+      if (d.knob == "tile_rows") d.value = rows;
+      if (d.knob == "tile_cols") d.value = 4;
+    }
+    SCOPED_TRACE(trace.ToJson());
+    TracedModel traced = CompileWithTrace(onnx, target, trace);
+    ASSERT_NE(traced.model, nullptr);
+    std::string tile = "alloc acc: f32[" + std::to_string(rows) + ", 4, ";
+    EXPECT_NE(traced.kernels.find(tile), std::string::npos) << tile << " in " << traced.kernels;
+    for (int64_t height : {1, 2, 3, 5, 7, 8}) {
+      for (int64_t width : {3, 7}) {
+        SCOPED_TRACE("height " + std::to_string(height) + ", width " + std::to_string(width));
+        std::vector<ir::NDArray> inputs = {RandomArray({1, 9, height, width}, height * width)};
+        auto expected = interp::Run(*module, inputs);
+        ASSERT_TRUE(expected.ok()) << expected.status();
+        ir::NDArray out = ir::NDArray::Zeros(arith::DataType::Float(32), {1, 17, height, width});
+        ExpectClose(RunModel(*traced.model, inputs, {out})[0], (*expected)[0], "");
+      }
+    }
+  }
+}
+
 // A depthwise conv sums its nine taps unrolled: no loop over taps is left in the kernel.
 TEST_P(ScheduleConvTest, DepthwiseConvSumsItsTapsUnrolled) {
   ConvCase depthwise{
@@ -408,7 +458,8 @@ std::vector<std::string> KnobNames(const schedule::SearchSpace& space) {
 TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
   ir::Target target = ResolvedTarget(GetParam());
   using Names = std::vector<std::string>;
-  const Names tiler = {"tile_cols", "tile_vectors", "channel_block", "parallel_blocks"};
+  const Names tiler = {"tile_cols", "tile_vectors", "tile_rows", "channel_block",
+                       "parallel_blocks"};
   for (const auto& [conv, rule, knobs] :
        {std::tuple{TunedCases()[0], "conv", tiler},
         std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "row_vectors", "parallel_rows"}},
@@ -421,6 +472,16 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
     EXPECT_EQ(KnobNames(spaces[0]), knobs);
     EXPECT_GT(spaces[0].Size(), 1);
   }
+}
+
+// A conv whose constant weights the tiler packs at compile time, however deep, is tuned in the
+// tiler's space, not the row form's (whose trace would replay as the untuned tiler).
+TEST_P(ScheduleConvTest, DeepConvIsTunedInTheTilersSpace) {
+  ConvCase deep{.name = "deep", .c = 1024, .m = 20, .h = 4, .w = 5, .k = 3, .pads = {1, 1, 1, 1}};
+  std::vector<schedule::SearchSpace> spaces = ConvSpaces(deep, ResolvedTarget(GetParam()));
+  ASSERT_FALSE(spaces.empty());
+  EXPECT_EQ(spaces[0].rule, "conv");
+  EXPECT_EQ(KnobNames(spaces[0])[0], "tile_cols");
 }
 
 // The default trace builds exactly the kernel the rule builds with no trace; so does a trace
