@@ -292,6 +292,9 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
   k.tile_cols = InRange(t.Get("tile_cols", cols), kMaxKnobTileColumns, cols);
   k.tile_vectors = InRange(t.Get("tile_vectors", 2), kMaxKnobVectors, 2);
   k.tile_rows = InRange(t.Get("tile_rows", 1), kMaxKnobTileRows, 1);
+  // A tall tile of more accumulators than twice the registers only spills, and takes LLVM
+  // a minute to compile (the tuner's trials timed out): it keeps one row.
+  if (k.tile_rows * k.tile_cols * k.tile_vectors > 2 * target.VectorRegisters()) k.tile_rows = 1;
   k.channel_block = std::max<int64_t>(0, t.Get("channel_block", 0));
   k.parallel_blocks = t.Get("parallel_blocks", k.parallel_blocks) != 0;
   k.unroll_taps = t.Get("unroll_taps", 1) != 0;
@@ -1162,7 +1165,7 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target, const ir::NDA
   return {"conv",
           {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
            {"tile_vectors", Choices(2, {1, 4}, takes)},
-           {"tile_rows", {1, 2, 4}},
+           {"tile_rows", {1, 2}},
            {"channel_block", Choices(0, {16, 32, 64, 8}, splits)},
            {"parallel_blocks", {1, 0}}}};
 }
