@@ -20,8 +20,9 @@ namespace kiln::driver {
 
 // The version of the schedule rules' knobs (schedule/*_rule.cc): bumped when a knob changes
 // meaning, or a rule gains one (a record's trace names every knob of its space), so that no
-// record is replayed into another space. 2: the conv tiler's tile_rows.
-inline constexpr int kTuningSpaceVersion = 2;
+// record is replayed into another space. 2: the conv tiler's tile_rows. 3: the conv row
+// form's plane.
+inline constexpr int kTuningSpaceVersion = 3;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

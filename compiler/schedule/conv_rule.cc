@@ -25,12 +25,13 @@
 // count.
 //
 // Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
-// take (depthwise, small groups) the row form (RowConv). The tile's shape, the input-channel
-// blocks and the parallel split of both forms are knobs (ConvKnobs, ConvSpace), at the
-// values described here by default, except that with weights packed at compile time the
-// (ocb, oh) pairs form one parallel loop (parallel_blocks).
+// take (depthwise, small groups) the row form (RowConv), or its plane form. The tile's
+// shape, the input-channel blocks and the parallel split of both forms are knobs (ConvKnobs,
+// ConvSpace), at the values described here by default, except that with weights packed at
+// compile time the (ocb, oh) pairs form one parallel loop (parallel_blocks).
 #include "compiler/schedule/conv_rule.h"
 
+#include <cmath>
 #include <functional>
 #include <ranges>
 #include <vector>
@@ -61,6 +62,9 @@ constexpr int64_t kMaxUnrolledTaps = 32;
 constexpr int64_t kMinTileColumns = 4;
 // The narrowest register tile of the row form's unrolled taps: a vector of 4 f32 (SSE, NEON).
 constexpr int64_t kMinRowTile = 4;
+// The plane form's band of padded input rows: 32 KiB, in L1 (48 KiB on the Xeons measured)
+// beside the output row.
+constexpr int64_t kPlaneFloats = 8192;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -222,6 +226,18 @@ std::optional<Conv> MatchConv(const Stmt& body) {
   return conv;
 }
 
+// A dense f32 constant of w's shape [M, cg, KH, KW], all constants.
+bool IsWeightConstant(const Conv& conv, const ir::NDArray* weights) {
+  if (weights == nullptr || weights->dtype != DataType::Float(32)) return false;
+  std::vector<int64_t> shape;
+  for (const PrimExpr& d : conv.w->shape) {
+    if (d->kind != ExprKind::kIntImm) return false;
+    shape.push_back(d->int_value);
+  }
+  return shape == weights->shape && shape.size() == 4 && shape[1] == conv.cg &&
+         shape[2] == conv.taps_h && shape[3] == conv.taps_w;
+}
+
 // Output columns per register tile: at most `max_cols` (what the registers hold), fewer when
 // that wastes less of the last tile on a narrow output (7 columns: one tile of 4 and one of 3
 // columns computed as 4, not two of 6). The cost counts a tile's columns plus the two
@@ -262,6 +278,8 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //  - unroll_taps: sum a few taps (at most kMaxUnrolledTaps) unrolled, or in register tiles.
 //  - row_vectors: vectors of output columns per register tile (L = row_vectors * lanes).
 //  - parallel_rows: run (channel, row) pairs in parallel rather than channels.
+//  - plane: with unrolled taps and channels in parallel, the plane form (see RowConv) where
+//    it applies; the row form otherwise.
 struct ConvKnobs {
   int64_t tile_cols = 6;
   int64_t tile_vectors = 2;
@@ -271,6 +289,7 @@ struct ConvKnobs {
   bool unroll_taps = true;
   int64_t row_vectors = 2;
   bool parallel_rows = false;
+  bool plane = true;
 };
 
 // Values past these only spill registers or unroll without end; a trace that asks for them
@@ -300,6 +319,7 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
   k.unroll_taps = t.Get("unroll_taps", 1) != 0;
   k.row_vectors = InRange(t.Get("row_vectors", 2), kMaxKnobVectors, 2);
   k.parallel_rows = t.Get("parallel_rows", 0) != 0;
+  k.plane = t.Get("plane", 1) != 0;
   return k;
 }
 
@@ -396,17 +416,6 @@ class ConvTiler {
     return asked > 0 && asked < conv.cg && conv.cg % asked == 0 ? asked : conv.cg;
   }
 
-  // A dense f32 constant of w's shape [M, cg, KH, KW], all constants.
-  static bool IsWeightConstant(const Conv& conv, const ir::NDArray* weights) {
-    if (weights == nullptr || weights->dtype != DataType::Float(32)) return false;
-    std::vector<int64_t> shape;
-    for (const PrimExpr& d : conv.w->shape) {
-      if (d->kind != ExprKind::kIntImm) return false;
-      shape.push_back(d->int_value);
-    }
-    return shape == weights->shape && shape.size() == 4 && shape[1] == conv.cg &&
-           shape[2] == conv.taps_h && shape[3] == conv.taps_w;
-  }
   PrimExpr M() const { return conv_.channels; }
   PrimExpr Oc() const { return ocb_ * I(lanes_) + lane_; }
   // The tile's first column: tile owt, or the last tile moved back to end at the row's end
@@ -797,16 +806,35 @@ class PointwiseConv {
 //     the columns where that tap lies inside, a vector loop with no bounds check
 //
 // A conv with few taps (a depthwise 3x3) sums them unrolled instead (UnrolledRow), in tiles
-// of L columns, the last ones narrower.
+// of L columns, the last ones narrower. With weights that are constants, all finite, such a
+// conv takes the plane form, a channel at a time:
 //
-// Each element sums its (c, kh, kw) products in order either way.
+//   for n; for m (parallel):
+//     if a row is at most one tile wide and pad holds the input rows of one output row
+//     (else the row form, row by row):
+//       for band (B output rows, as many as pad holds the input rows of):
+//         the band's input rows copied into pad at their padded columns, zero in the padding
+//         for oh in the band, in tiles of L columns, every tap unchecked:
+//           acc[l] = sum of pad[c, row(oh, kh), ow(l) + kw * dw] * w[m, c, kh, kw]
+//
+// so no column checks a tap. On narrow rows, where the row form's edge columns and narrow
+// tiles are most of a row, that took two thirds of the row form's time or less (depthwise
+// 3x3, 384 channels of 14 x 14, 960 of 7 x 7); on wide ones copying the input cost more
+// than it saved (32 channels of 112 x 112: 0.27 against 0.17 ms). A tap in the padding adds
+// 0 * w, which leaves the sum as skipping it does because w is finite.
+//
+// Each element sums its (c, kh, kw) products in order in every form.
 class RowConv {
  public:
-  RowConv(const Conv& conv, const ir::Target& target, const ConvKnobs& knobs)
+  // `weights`: the weight constant, when the kernel's one call site passes one.
+  RowConv(const Conv& conv, const ir::Target& target, const ir::NDArray* weights,
+          const ConvKnobs& knobs)
       : conv_(conv),
         lanes_(knobs.row_vectors * VectorLanes(target)),
         unroll_taps_(knobs.unroll_taps && UnrollsTaps(conv)),
-        parallel_rows_(knobs.parallel_rows) {}
+        parallel_rows_(knobs.parallel_rows) {
+    plane_ = knobs.plane && unroll_taps_ && !parallel_rows_ && TakesPlane(weights);
+  }
 
   // Whether the unrolled form may take the conv: few enough taps.
   static bool UnrollsTaps(const Conv& conv) {
@@ -814,6 +842,8 @@ class RowConv {
   }
 
   bool Takes() { return !conv_.epilogue.empty() && StrideAndBase(); }
+  // Whether Build gives the plane form (for the conv's smaller planes).
+  bool TakesPlaneForm() { return Takes() && plane_; }
 
   // Columns where every tap lies inside the input take register tiles of L columns; the
   // columns at the edges (and a remainder shorter than a tile) accumulate in place, one tap
@@ -822,6 +852,7 @@ class RowConv {
     if (!Takes()) return {};
     PrimExpr lo = arith::Min(First(I(0)), conv_.width);
     PrimExpr hi = arith::Max(End(I(conv_.taps_w - 1)), lo);
+    if (plane_) return OverPlanes(UnrolledRow(lo, hi));
     if (unroll_taps_) return OverRows(UnrolledRow(lo, hi));
     // L columns per tile, half as many on a narrow row, in place on a very narrow one.
     Stmt inside = ir::IfThenElse(
@@ -919,8 +950,9 @@ class RowConv {
       return ir::For(ow_, begin, end - begin, kind, std::move(body));
     };
     auto row = [&](bool masked_rows) {
+      auto unchecked = [&](const PrimExpr& ow) { return UncheckedColumn(ow, masked_rows); };
       return ir::Seq({columns(I(0), lo, ForKind::kSerial, CheckedColumn()),
-                      UnrolledTiles(lo, hi, masked_rows),
+                      UnrolledTiles(lo, hi, unchecked),
                       columns(hi, conv_.width, ForKind::kSerial, CheckedColumn())});
     };
     if (!conv_.row_ok) return row(false);
@@ -929,18 +961,18 @@ class RowConv {
     return ir::IfThenElse(rows_inside, row(false), row(true));
   }
 
-  // Columns [lo, hi) in tiles of L columns, then the columns left over in tiles of L / 2,
-  // L / 4, ... (down to kMinRowTile): the narrowest that covers them in one tile, or else the
-  // widest that fits the row, the last tile moved back to end at hi (recomputing a few
-  // columns, the same values again). A vector loop of unknown length would leave them to a
+  // Columns [lo, hi), each `column(ow)`, in tiles of L columns, then those left over in
+  // tiles of L / 2, L / 4, ... (down to kMinRowTile): the narrowest that covers them in one
+  // tile, or else the widest that fits the row, the last tile moved back to end at hi (recomputing
+  // a few columns, the same values again). A vector loop of unknown length would leave them to a
   // scalar loop: with 16 lanes, most of a row of 28 and all of rows of 14 and 7. A row
   // narrower than every tile takes LLVM's vector loop.
-  Stmt UnrolledTiles(const PrimExpr& lo, const PrimExpr& hi, bool masked_rows) const {
+  Stmt UnrolledTiles(const PrimExpr& lo, const PrimExpr& hi,
+                     const std::function<Stmt(const PrimExpr&)>& column) const {
     PrimExpr n = hi - lo;
     PrimExpr left = arith::FloorMod(n, I(lanes_));
     auto tile = [&](int64_t width, const PrimExpr& first) {
-      return Loop(lane_, I(width), ForKind::kVectorized,
-                  UncheckedColumn(first + lane_, masked_rows));
+      return Loop(lane_, I(width), ForKind::kVectorized, column(first + lane_));
     };
     auto tiles = [&](int64_t width) {
       PrimExpr first = arith::Min(hi - left + t_ * I(width), hi - I(width));
@@ -948,8 +980,7 @@ class RowConv {
     };
     std::vector<int64_t> widths;
     for (int64_t width = kMinRowTile; width < lanes_; width *= 2) widths.push_back(width);
-    Stmt rest =
-        ir::For(ow_, hi - left, left, ForKind::kVectorized, UncheckedColumn(ow_, masked_rows));
+    Stmt rest = ir::For(ow_, hi - left, left, ForKind::kVectorized, column(ow_));
     for (auto it = widths.rbegin(); it != widths.rend(); ++it) {
       int64_t width = *it;
       PrimExpr covers = arith::Binary(ExprKind::kOr, Le(left, I(width)), Lt(n, I(2 * width)));
@@ -1001,6 +1032,125 @@ class RowConv {
     return ir::Allocate(one_, ir::Seq(stmts));
   }
 
+  // The input row (column) index as oh * stride + kh * dilation + base (ow, kw alike), all
+  // constants. nullopt for another index.
+  struct Axis {
+    int64_t stride, dilation, base;
+  };
+  static std::optional<Axis> AxisOf(const PrimExpr& index, const PrimExpr& out,
+                                    const PrimExpr& tap) {
+    arith::Analyzer analyzer;
+    auto at = [&](int64_t o, int64_t t) -> std::optional<int64_t> {
+      PrimExpr v = analyzer.Simplify(Replace(index, {out, tap}, {I(o), I(t)}));
+      if (v->kind != ExprKind::kIntImm) return std::nullopt;
+      return v->int_value;
+    };
+    std::optional<int64_t> base = at(0, 0), step = at(1, 0), next = at(0, 1), far = at(3, 2);
+    if (!base || !step || !next || !far) return std::nullopt;
+    Axis axis{*step - *base, *next - *base, *base};
+    bool affine = *far == *base + 3 * axis.stride + 2 * axis.dilation;
+    if (!affine || axis.stride < 1 || axis.dilation < 1) return std::nullopt;
+    return axis;
+  }
+
+  // The plane form needs the weights as constants, all finite (a tap in the padding adds
+  // 0 * w), and input rows and columns of constant stride, dilation and padding, the columns'
+  // stride 1. (With a column stride of 2, copying each input row apart by column phase, so
+  // that the taps read consecutive columns, cost more than the row form's gathers: 0.8
+  // against 0.4 ms for 96 channels of 112 x 112.)
+  bool TakesPlane(const ir::NDArray* weights) {
+    if (!IsWeightConstant(conv_, weights)) return false;
+    const float* w = weights->data<float>();
+    for (int64_t i = 0; i < weights->num_elements(); ++i) {
+      if (!std::isfinite(w[i])) return false;
+    }
+    rows_ = AxisOf(conv_.x_indices[2], conv_.oh, conv_.kh);
+    cols_ = AxisOf(conv_.x_indices[3], conv_.ow, conv_.kw);
+    return rows_ && cols_ && cols_->stride == 1;
+  }
+
+  // Padded columns: the output's, and those the taps reach past them.
+  PrimExpr PlaneWidth() const { return conv_.width + I((conv_.taps_w - 1) * cols_->dilation); }
+  // The input rows one output row reads.
+  int64_t Window() const { return (conv_.taps_h - 1) * rows_->dilation + 1; }
+
+  // for n; for m (parallel): the plane form where a row is at most one tile wide and pad holds
+  // the input rows of one output row (a padded row of every channel, `Window()` times), else
+  // `row` row by row.
+  Stmt OverPlanes(Stmt row) const {
+    PrimExpr per_row = I(conv_.cg) * PlaneWidth();
+    PrimExpr fits = And(Le(conv_.width, I(lanes_)), Le(I(Window()) * per_row, I(kPlaneFloats)));
+    // B: as many output rows as pad holds the input rows of, (B - 1) * sh + Window().
+    PrimExpr most =
+        arith::FloorDiv(arith::FloorDiv(I(kPlaneFloats), per_row) - I(Window()), I(rows_->stride)) +
+        I(1);
+    PrimExpr bands = arith::FloorDiv(conv_.height + band_rows_ - I(1), band_rows_);
+    Stmt band = ir::Let(oh0_, band_ * band_rows_, ir::Seq({FillBand(), BandRows()}));
+    PrimExpr pad_rows = (band_rows_ - I(1)) * I(rows_->stride) + I(Window());
+    Stmt plane =
+        ir::Let(pw_, PlaneWidth(),
+                ir::Let(band_rows_, arith::Min(conv_.height, most),
+                        ir::Let(pad_rows_, pad_rows, Loop(band_, bands, ForKind::kSerial, band))));
+    Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kSerial, std::move(row));
+    return Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                Loop(conv_.m, conv_.channels, ForKind::kParallel,
+                     ir::IfThenElse(fits, ir::Allocate(pad_, plane), rows)));
+  }
+
+  // pad[c, r, j]: channel c's row r of the band, column j.
+  std::vector<PrimExpr> PadAt(int64_t c, const PrimExpr& r, const PrimExpr& j) const {
+    return {(I(c) * pad_rows_ + r) * pw_ + j};
+  }
+
+  // Row r of the band: where its input row lies inside the input, copied from it (padded
+  // column j is input column j + base) in tiles of whole vectors, the columns in the padding
+  // zeroed; a row in the padding zeroed whole.
+  Stmt FillBand() const {
+    PrimExpr ih = oh0_ * I(rows_->stride) + r_ + I(rows_->base);
+    const int64_t base = cols_->base;
+    // The columns inside the input, [first, end).
+    const int64_t first = std::max<int64_t>(0, -base);
+    PrimExpr end = arith::Max(I(0), arith::Min(pw_, conv_.x->shape[3] - I(base)));
+    auto range = [&](const PrimExpr& begin, const PrimExpr& stop, ForKind kind, Stmt body) {
+      return ir::For(j_, begin, stop - begin, kind, std::move(body));
+    };
+    std::vector<Stmt> inside, outside;
+    for (int64_t c = 0; c < conv_.cg; ++c) {
+      PrimExpr channel = Replace(conv_.x_indices[1], {conv_.c}, {I(c)});
+      auto copy = [&](const PrimExpr& j) {
+        PrimExpr x = arith::Load(conv_.x, {conv_.n, channel, ih, j + I(base)});
+        return ir::Store(pad_, PadAt(c, r_, j), x);
+      };
+      Stmt zero = ir::Store(pad_, PadAt(c, r_, j_), arith::FloatImm(0));
+      inside.push_back(range(I(0), arith::Min(I(first), pw_), ForKind::kSerial, zero));
+      inside.push_back(UnrolledTiles(I(first), arith::Max(I(first), end), copy));
+      inside.push_back(range(end, pw_, ForKind::kSerial, zero));
+      outside.push_back(range(I(0), pw_, ForKind::kVectorized, zero));
+    }
+    PrimExpr row_inside = And(Le(I(0), ih), Lt(ih, conv_.x->shape[2]));
+    return Loop(r_, pad_rows_, ForKind::kSerial,
+                ir::IfThenElse(row_inside, ir::Seq(inside), ir::Seq(outside)));
+  }
+
+  // The band's output rows, each in tiles of L columns that sum every tap from pad.
+  Stmt BandRows() const {
+    auto column = [&](const PrimExpr& ow) {
+      PrimExpr sum = arith::FloatImm(0);
+      for (int64_t c = 0; c < conv_.cg; ++c) {
+        for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+          PrimExpr r = (conv_.oh - oh0_) * I(rows_->stride) + I(kh * rows_->dilation);
+          for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+            PrimExpr x = arith::Load(pad_, PadAt(c, r, ow + I(kw * cols_->dilation)));
+            sum = sum + x * arith::Load(conv_.w, {conv_.m, I(c), I(kh), I(kw)});
+          }
+        }
+      }
+      return Epilogue(ow, arith::Cast(conv_.acc_t, sum));
+    };
+    return ir::For(conv_.oh, oh0_, arith::Min(band_rows_, conv_.height - oh0_), ForKind::kSerial,
+                   UnrolledTiles(I(0), conv_.width, column));
+  }
+
   // Columns [begin, end) accumulated in out, in place (every epilogue statement stores to
   // the element it reads).
   Stmt InPlace(const PrimExpr& begin, const PrimExpr& end) const {
@@ -1032,12 +1182,19 @@ class RowConv {
   const Conv& conv_;
   const int64_t lanes_;  // L: columns per register tile, row_vectors vectors of f32
   const bool unroll_taps_, parallel_rows_;
+  bool plane_ = false;
+  std::optional<Axis> rows_, cols_;  // the plane form's input rows and columns
   int64_t stride_ = 1;
   PrimExpr ow_ = arith::MakeVar("ow"), t_ = arith::MakeVar("owt"), lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_)});
   Buffer half_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_ / 2)});
   Buffer one_ = arith::MakeBuffer("acc", DataType::Float(32), {I(1)});
+  // The plane form's band of padded input rows, its columns and rows, and its output rows.
+  Buffer pad_ = arith::MakeBuffer("pad", DataType::Float(32), {I(kPlaneFloats)});
+  PrimExpr pw_ = arith::MakeVar("pw"), pad_rows_ = arith::MakeVar("pad_rows");
+  PrimExpr band_ = arith::MakeVar("band"), band_rows_ = arith::MakeVar("band_rows");
+  PrimExpr oh0_ = arith::MakeVar("oh0"), r_ = arith::MakeVar("r"), j_ = arith::MakeVar("j");
 };
 
 }  // namespace
@@ -1127,13 +1284,14 @@ std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& 
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
   if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
-    return TileMatmul(*m, target, nullptr, trace.rule == "matmul" ? trace : Trace{});
+    return TileMatmul(*m, target, constant_of, trace.rule == "matmul" ? trace : Trace{});
   }
   ConvKnobs knobs = KnobsOf(trace, target, conv->width);
   ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr, knobs);
   std::optional<Stmt> tiled = tiler.Build();
   if (tiled) return ScheduledKernel{*tiled, tiler.Packed()};
-  std::optional<Stmt> row = RowConv(*conv, target, knobs).Build();
+  const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
+  std::optional<Stmt> row = RowConv(*conv, target, weights, knobs).Build();
   if (row) return ScheduledKernel{*row, std::nullopt};
   return std::nullopt;
 }
@@ -1170,12 +1328,16 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target, const ir::NDA
            {"parallel_blocks", {1, 0}}}};
 }
 
-// The row form's knobs: whether few taps are unrolled, and the register tile's width.
-SearchSpace RowSpace(const Conv& conv) {
+// The row form's knobs: whether few taps are unrolled, the register tile's width, the
+// parallel split, and the plane form where the conv takes it.
+SearchSpace RowSpace(const Conv& conv, const ir::Target& target, const ir::NDArray* weights) {
   std::vector<Knob> knobs;
   if (RowConv::UnrollsTaps(conv)) knobs.push_back({"unroll_taps", {1, 0}});
   knobs.push_back({"row_vectors", {2, 1, 4}});
   knobs.push_back({"parallel_rows", {0, 1}});
+  if (RowConv(conv, target, weights, KnobsOf({}, target, conv.width)).TakesPlaneForm()) {
+    knobs.push_back({"plane", {1, 0}});
+  }
   return {"conv", std::move(knobs)};
 }
 
@@ -1191,7 +1353,7 @@ std::optional<SearchSpace> ConvSpace(const Stmt& body, const ir::Target& target,
   if (ConvTiler(*conv, target, weights, defaults).Takes()) {
     return TilerSpace(*conv, target, weights);
   }
-  if (RowConv(*conv, target, defaults).Takes()) return RowSpace(*conv);
+  if (RowConv(*conv, target, weights, defaults).Takes()) return RowSpace(*conv, target, weights);
   return std::nullopt;
 }
 

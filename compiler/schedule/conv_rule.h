@@ -24,8 +24,9 @@ std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Targ
 
 // The conv rule's knobs for the kernel, rule "conv": for the tiler, the register tile's
 // columns, rows and output-channel vectors, the input-channel block and the parallel split;
-// for the row form (depthwise), whether few taps are unrolled, the register tile's width and
-// the parallel split. The space is that of the form ScheduleConv builds with the same
+// for the row form (depthwise), whether few taps are unrolled, the register tile's width,
+// the parallel split and, with constant finite weights and a column stride of 1, the plane
+// form. The space is that of the form ScheduleConv builds with the same
 // `constant_of` (the tiler takes deeper convs when their weights are constant).
 // A pointwise conv has the matmul rule's (MatmulSpace). nullopt when the rule does not take
 // the kernel.

@@ -19,7 +19,8 @@
 // columns past N read zeros from the packed panel; neither is ever stored. Each C element
 // still sums k in order, one block after another, as the interpreter does. A constant B
 // (weights) is packed into panels at compile time instead (PackConstantB), and the kernel
-// reads them with no packing step.
+// reads them with no packing step; so is a constant A (a pointwise conv's weights) that the
+// kernel would pack (PackConstantA).
 //
 // The row tiles of a column block are split into groups of equal size (within one tile), no
 // larger than group_tiles tiles and, where the call has few tasks otherwise, as many as give
@@ -74,7 +75,7 @@ using ir::StmtNode;
 //    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
 //  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
 //  - pack_a: copy MR rows of A into one stream first; pays when MR rows outnumber the ways of
-//    L1 (8 on current x86-64).
+//    L1 (8 on current x86-64). A constant A is packed at compile time instead.
 //  - matvec_vectors: vectors of f32 per panel of the one-row form when it reads B in place.
 //    Panels of 2-8 vectors keep their sums in registers but read a few cache lines of each
 //    row of B, rows N apart; panels of 16-64 keep them in L1 and stream each row's run.
@@ -252,7 +253,7 @@ class MatmulTiler {
   Stmt Task() const {
     Stmt block = m_.b_packed ? ComputeTiles() : ir::Seq({PackB(), ComputeTiles()});
     Stmt blocks = Loop(kc_, CeilDiv(K(), k_.block_depth), ForKind::kSerial, block);
-    if (pack_a_) blocks = ir::Allocate(packed_a_, blocks);
+    if (pack_a_ && !m_.a_packed) blocks = ir::Allocate(packed_a_, blocks);
     Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups_var_),
                         ir::Let(group_, arith::FloorMod(task_, groups_var_),
                                 m_.b_packed ? blocks : ir::Allocate(packed_, blocks)));
@@ -350,9 +351,10 @@ class MatmulTiler {
   // block each element gets its fused epilogue as it is stored, from registers.
   Stmt Tile() const {
     PrimExpr acc = arith::Load(acc_, {ii_, jj_});
-    PrimExpr a =
-        pack_a_ ? arith::Load(packed_a_, {kk_, ii_})
-                : Replace(m_.a_load, {m_.i.var, m_.k}, {arith::Min(Row(), M() - I(1)), Depth(kk_)});
+    PrimExpr a = m_.a_packed ? arith::Load(m_.a_packed, {it_, Depth(kk_), ii_})
+                 : pack_a_   ? arith::Load(packed_a_, {kk_, ii_})
+                             : Replace(m_.a_load, {m_.i.var, m_.k},
+                                       {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     PrimExpr b = m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj_})
                              : arith::Load(packed_, {jp_, kk_, jj_});
     Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial,
@@ -386,7 +388,7 @@ class MatmulTiler {
   // group g being floor(g * tiles / groups).
   Stmt ComputeTiles() const {
     Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(k_.block_cols) + jp_ * I(cols_), N()), Tile());
-    Stmt tile_row = pack_a_
+    Stmt tile_row = pack_a_ && !m_.a_packed
                         ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
                         : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix);
     arith::Analyzer analyzer;
@@ -492,6 +494,49 @@ std::optional<PackedWeights> PackConstantB(const Matmul& m, int64_t cols, const 
   return PackedWeights{load->buffer, packed, std::move(data)};
 }
 
+bool Reads(const Stmt& s, const Buffer& buffer) {
+  bool reads = false;
+  ir::VisitExprs(s, [&](const PrimExpr& e) {
+    if (e->kind == ExprKind::kLoad && e->buffer == buffer) reads = true;
+  });
+  return reads;
+}
+
+// A's constant in row tiles (Matmul::a_packed), when A is a constant f32 [M, K] read at
+// [i, k] (a pointwise conv's weights [M, K, 1, 1] at [i, k, 0, 0]), M > 1 (one row takes the
+// matvec form, which reads A in place) and nothing else reads it: the stream PackA copies at
+// run time, once per column block and row tile. Packing mobilenet_v2's pointwise weights
+// that way copied each of them one float at a time in every call.
+std::optional<PackedWeights> PackConstantA(const Matmul& m, int64_t rows, const ir::NDArray& a) {
+  const PrimExpr& load = m.a_load;
+  if (a.dtype != DataType::Float(32) || load->args.size() < 2) return {};
+  if (m.depth->kind != ExprKind::kIntImm || m.i.extent->kind != ExprKind::kIntImm) return {};
+  int64_t rows_m = m.i.extent->int_value, k = m.depth->int_value;
+  if (rows_m < 2 || !IsVar(load->args[0], m.i.var) || !IsVar(load->args[1], m.k)) return {};
+  for (size_t d = 2; d < load->args.size(); ++d) {
+    if (!load->args[d]->is_const_int(0) || a.shape[d] != 1) return {};
+  }
+  if (a.shape.size() != load->args.size() || a.shape[0] != rows_m || a.shape[1] != k) return {};
+  if (m.b_load->buffer == load->buffer) return {};
+  for (const Stmt& s : m.epilogue) {
+    if (Reads(s, load->buffer)) return {};
+  }
+  int64_t tiles = (rows_m + rows - 1) / rows;
+  ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {tiles, k, rows});
+  const float* from = a.data<float>();
+  float* to = data.data<float>();
+  for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t ii = 0; ii < rows; ++ii) {
+        to[(t * k + kk) * rows + ii] = from[std::min(t * rows + ii, rows_m - 1) * k + kk];
+      }
+    }
+  }
+  Buffer packed = arith::MakeBuffer(load->buffer->name + "_packed", DataType::Float(32),
+                                    {I(tiles), I(k), I(rows)});
+  return PackedWeights{load->buffer, packed, std::move(data)};
+}
+
 // One parallel loop over every batch element's tasks: the tiler's task variable and the
 // batch loops' variables are digits of its index (the task fastest). Tasks share nothing but
 // C, where each stores its own elements.
@@ -531,16 +576,24 @@ std::optional<ScheduledKernel> ScheduleMatmul(const Stmt& body, const ir::Target
                                               const ConstantOf& constant_of, const Trace& trace) {
   std::optional<Matmul> m = MatchMatmul(body);
   if (!m) return std::nullopt;
-  return TileMatmul(*m, target, constant_of ? constant_of(m->b_load->buffer) : nullptr, trace);
+  return TileMatmul(*m, target, constant_of, trace);
 }
 
-ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ir::NDArray* b,
+ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const ConstantOf& constant_of,
                            const Trace& trace) {
   MatmulKnobs knobs = KnobsOf(trace, target);
-  std::optional<PackedWeights> packed;
-  if (b != nullptr) packed = PackConstantB(m, knobs.cols, *b);
+  auto constant = [&](const PrimExpr& load) -> const ir::NDArray* {
+    return constant_of ? constant_of(load->buffer) : nullptr;
+  };
   Matmul tiled = m;
-  if (packed) tiled.b_packed = packed->packed;
+  std::optional<PackedWeights> packed;
+  if (const ir::NDArray* b = constant(m.b_load)) packed = PackConstantB(m, knobs.cols, *b);
+  if (packed) {
+    tiled.b_packed = packed->packed;
+  } else if (const ir::NDArray* a = constant(m.a_load); a != nullptr && knobs.pack_a) {
+    packed = PackConstantA(m, knobs.tile_rows, *a);
+    if (packed) tiled.a_packed = packed->packed;
+  }
   return {BuildProduct(tiled, knobs), std::move(packed)};
 }
 

@@ -55,6 +55,9 @@ struct Matmul {
   // B packed at compile time (TileMatmul sets it): panels of NR columns, packed[p, k, jj] is
   // B[k, p * NR + jj], zero past N.
   arith::Buffer b_packed;
+  // A packed at compile time (TileMatmul sets it): row tiles of MR rows, packed[t, k, ii] is
+  // A[min(t * MR + ii, M - 1), k].
+  arith::Buffer a_packed;
 };
 
 // The matmul legalize makes (C = A @ B over f32, any batch dims, maybe with an element-wise
@@ -73,9 +76,10 @@ std::optional<ScheduledKernel> ScheduleMatmul(const ir::Stmt& body, const ir::Ta
                                               const ConstantOf& constant_of = nullptr,
                                               const Trace& trace = {});
 
-// The tiled form of `m` (with its batch loops); `b` is B's constant, if B is one.
+// The tiled form of `m` (with its batch loops); a constant B (`constant_of` its buffer), or
+// else a constant A when the knobs pack A, is packed at compile time.
 ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
-                           const ir::NDArray* b = nullptr, const Trace& trace = {});
+                           const ConstantOf& constant_of = nullptr, const Trace& trace = {});
 
 // The matmul rule's knobs for `target`: register tile rows and vectors, reduction block,
 // columns per task, row tiles per task, whether A is packed; with `matvec_reads_b` (the kernel

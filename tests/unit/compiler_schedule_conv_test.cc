@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "compiler/codegen/codegen.h"
@@ -236,19 +237,25 @@ TEST_P(ScheduleConvTest, DepthwiseConvSumsItsTapsUnrolled) {
   EXPECT_EQ(kernels.find("for rkw"), std::string::npos) << kernels;
 }
 
-// A depthwise 3x3 conv (padding 1, relu) of 6 channels over a plane of symbolic height and
-// width, with stride `stride`.
-std::string SymbolicPlaneDepthwise(int64_t stride) {
+// A depthwise 3x3 conv (relu) of 6 channels over a plane of symbolic height and width, with
+// `strides` (rows, columns), `pads` and constant weights `weights`.
+std::string SymbolicPlaneDepthwise(std::vector<int64_t> strides, std::vector<int64_t> pads,
+                                   std::vector<float> weights) {
   OnnxBuilder b;
   b.Input("x", {"n", 6, "h", "w"});
-  b.FloatInitializer("k", {6, 1, 3, 3}, RandomValues(6 * 3 * 3, 11));
+  b.FloatInitializer("k", {6, 1, 3, 3}, std::move(weights));
   onnx::NodeProto& conv = b.Node("Conv", {"x", "k"}, {"y"});
-  OnnxBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
-  OnnxBuilder::IntsAttr(conv, "strides", {stride, stride});
+  OnnxBuilder::IntsAttr(conv, "pads", pads);
+  OnnxBuilder::IntsAttr(conv, "strides", strides);
   OnnxBuilder::IntAttr(conv, "group", 6);
   b.Node("Relu", {"y"}, {"z"});
   b.Output("z", {"n", 6, "oh", "ow"});
   return b.Serialize();
+}
+
+// The same with stride `stride` both ways and padding 1.
+std::string SymbolicPlaneDepthwise(int64_t stride) {
+  return SymbolicPlaneDepthwise({stride, stride}, {1, 1, 1, 1}, RandomValues(6 * 3 * 3, 11));
 }
 
 // A depthwise conv's columns, at a symbolic width, take register tiles of whole vectors: two
@@ -280,6 +287,51 @@ TEST_P(ScheduleConvTest, DepthwiseRowsAtASymbolicWidthTakeVectorTiles) {
   }
 }
 
+// A depthwise conv with constant, finite weights and a stride of 1 along its rows takes the
+// plane form: a band of padded input rows in a kernel-local buffer. A stride of 2 along its
+// rows, or a weight that is not finite, leaves it the row form.
+TEST_P(ScheduleConvTest, NarrowDepthwiseRowsTakeThePlaneForm) {
+  const std::string plane = "alloc pad";
+  EXPECT_NE(ScheduledKernels(SymbolicPlaneDepthwise(1), GetParam()).find(plane), std::string::npos);
+  EXPECT_EQ(ScheduledKernels(SymbolicPlaneDepthwise(2), GetParam()).find(plane), std::string::npos);
+  std::vector<float> weights = RandomValues(6 * 3 * 3, 11);
+  weights[40] = std::numeric_limits<float>::infinity();
+  std::string kernels =
+      ScheduledKernels(SymbolicPlaneDepthwise({1, 1}, {1, 1, 1, 1}, weights), GetParam());
+  EXPECT_EQ(kernels.find(plane), std::string::npos);
+}
+
+// The plane form against the interpreter: planes of one row to several bands of rows (a band
+// holds 238 rows of 32 columns, 453 of 16, 817 of 8: the tile's width with 16, 8 and 4
+// lanes), rows of one column to one wider than a tile (the row form), strides of 1 and 2
+// between rows, padding on one side only.
+TEST_P(ScheduleConvTest, PlaneFormMatchesTheInterpreterAcrossBands) {
+  for (int64_t row_stride : {1, 2}) {
+    std::string onnx =
+        SymbolicPlaneDepthwise({row_stride, 1}, {2, 0, 0, 2}, RandomValues(6 * 3 * 3, 11));
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    Compiled compiled(onnx, GetParam());
+    for (auto [height, width] : {std::pair<int64_t, int64_t>{1, 1},
+                                 {2, 3},
+                                 {5, 7},
+                                 {300, 32},
+                                 {301, 20},
+                                 {520, 16},
+                                 {900, 8},
+                                 {9, 33},
+                                 {4, 75}}) {
+      SCOPED_TRACE("row stride " + std::to_string(row_stride) + ", " + std::to_string(height) +
+                   " x " + std::to_string(width));
+      std::vector<ir::NDArray> inputs = {RandomArray({1, 6, height, width}, height + width)};
+      auto expected = interp::Run(*module, inputs);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      std::vector<int64_t> out = {1, 6, (height + 2 - 3) / row_stride + 1, width + 2 - 3 + 1};
+      ExpectClose(compiled.Run(inputs, out, 2), (*expected)[0], "");
+    }
+  }
+}
+
 // Weights given at run time are packed by the kernel, per block of output channels.
 TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
   OnnxBuilder b;
@@ -306,6 +358,18 @@ TEST_P(ScheduleConvTest, PointwiseConvIsAMatmulOverThePlane) {
   EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
   EXPECT_EQ(kernels.find("packed_w"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("prim_func @fused_conv_add"), std::string::npos) << kernels;
+}
+
+// A pointwise conv's constant weights, its matmul's A, are packed at compile time where the
+// knobs pack A (AVX-512's 14-row tiles): the kernel packs no A itself, only B (its input).
+TEST_P(ScheduleConvTest, PointwiseWeightsArePackedAtCompileTimeWhereTheTilerPacksA) {
+  ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
+  std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
+  schedule::Trace defaults = schedule::MatmulSpace(ResolvedTarget(GetParam())).Default();
+  bool packs_a = defaults.Get("pack_a", 0) != 0;
+  EXPECT_EQ(kernels.find("_packed: f32[2, 7, 14]") != std::string::npos, packs_a) << kernels;
+  EXPECT_EQ(kernels.find("alloc packed_a"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
 }
 
 // The register tile lives in registers: the optimized kernel keeps no stack buffer in its
@@ -405,6 +469,15 @@ std::vector<ConvCase> TunedCases() {
       // 44 rows: four register tiles even of 14 rows (AVX-512), enough for every group_tiles
       // choice to group them differently.
       {.name = "1x1_residual", .c = 7, .m = 44, .h = 6, .w = 9, .k = 1, .residual = true},
+      // Stride 1 along its rows, narrow ones: the plane form.
+      {.name = "depthwise_narrow_rows",
+       .c = 5,
+       .m = 5,
+       .h = 6,
+       .w = 9,
+       .k = 3,
+       .group = 5,
+       .pads = {1, 0, 2, 1}},
   };
 }
 
@@ -463,6 +536,8 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
   for (const auto& [conv, rule, knobs] :
        {std::tuple{TunedCases()[0], "conv", tiler},
         std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "row_vectors", "parallel_rows"}},
+        std::tuple{TunedCases()[7], "conv",
+                   Names{"unroll_taps", "row_vectors", "parallel_rows", "plane"}},
         std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}},
         std::tuple{TunedCases()[6], "matmul", KnobNames(schedule::MatmulSpace(target))}}) {
     SCOPED_TRACE(conv.name);
