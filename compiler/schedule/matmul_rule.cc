@@ -513,10 +513,10 @@ std::optional<PackedWeights> PackConstantA(const Matmul& m, int64_t rows, const 
   if (m.depth->kind != ExprKind::kIntImm || m.i.extent->kind != ExprKind::kIntImm) return {};
   int64_t rows_m = m.i.extent->int_value, k = m.depth->int_value;
   if (rows_m < 2 || !IsVar(load->args[0], m.i.var) || !IsVar(load->args[1], m.k)) return {};
+  if (a.shape.size() != load->args.size() || a.shape[0] != rows_m || a.shape[1] != k) return {};
   for (size_t d = 2; d < load->args.size(); ++d) {
     if (!load->args[d]->is_const_int(0) || a.shape[d] != 1) return {};
   }
-  if (a.shape.size() != load->args.size() || a.shape[0] != rows_m || a.shape[1] != k) return {};
   if (m.b_load->buffer == load->buffer) return {};
   for (const Stmt& s : m.epilogue) {
     if (Reads(s, load->buffer)) return {};
