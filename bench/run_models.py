@@ -148,14 +148,19 @@ class Model:
         self.inputs = write_inputs(self.onnx, self.dims, os.path.join(self.dir, "inputs"))
 
     def tune(self, cache_flags):
-        """`kiln tune` of the model; (seconds, its summary line)."""
+        """`kiln tune` of the model; (seconds, its summary line). Its whole output (the table
+        and every failed trial) is kept in the model's folder as tune.txt."""
         log(f"[{self.name}] tuning for {self.args.target}, {self.args.tune} trials per kernel")
         dims = [f for name, value in self.dims.items() for f in ("--dim", f"{name}={value}")]
         start = time.time()
         out = run([self.args.kiln, "tune", self.onnx, "--target", self.target,
                    "--trials-per-kernel", str(self.args.tune), *dims, *cache_flags])
+        os.makedirs(self.dir, exist_ok=True)
+        report = os.path.join(self.dir, "tune.txt")
+        with open(report, "w") as f:
+            f.write(out)
         summary = out.strip().splitlines()[-1]
-        log(f"[{self.name}] {summary}")
+        log(f"[{self.name}] {summary} (all of it: {report})")
         return time.time() - start, summary
 
     def input_flags(self):

@@ -3,6 +3,8 @@
 // that data dir) read; with --server, kilnd does it on its machine into its own database.
 #include <filesystem>
 #include <iomanip>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "cache/tuning_db.h"
@@ -31,9 +33,24 @@ v1::TuneSummary ToProto(const driver::TuneSummary& summary) {
     result->set_best_gflops(gflops(r.best_measurement, r.flops));
     result->set_trials(r.trials);
     result->set_failed(r.failed);
-    result->set_first_failure(r.first_failure);
+    for (const std::string& failure : r.failures) result->add_failures(failure);
+    if (!r.failures.empty()) result->set_first_failure(r.failures.front());
   }
   return proto;
+}
+
+// Every failed trial of `r`, or why it could not be tuned at all. A server that predates
+// `failures` sends only the first.
+void PrintFailures(const v1::KernelTuneResult& r, Console console) {
+  std::vector<std::string> failures(r.failures().begin(), r.failures().end());
+  if (failures.empty() && !r.first_failure().empty()) failures.push_back(r.first_failure());
+  if (failures.empty()) return;
+  if (r.trials() == 0) {
+    console.out << r.kernel() << ": not tuned: " << failures.front() << "\n";
+    return;
+  }
+  console.out << absl::StrFormat("%s: %d failed trials:\n", r.kernel(), r.failed());
+  for (const std::string& failure : failures) console.out << "  " << failure << "\n";
 }
 
 void PrintSummary(const v1::TuneSummary& summary, Console console) {
@@ -51,10 +68,7 @@ void PrintSummary(const v1::TuneSummary& summary, Console console) {
                                    gflops(r.default_gflops()), gflops(r.best_gflops()), speedup,
                                    r.trials(), r.failed());
   }
-  for (const v1::KernelTuneResult& r : summary.results()) {
-    if (r.failed() > 0)
-      console.out << r.kernel() << ": first failure: " << r.first_failure() << "\n";
-  }
+  for (const v1::KernelTuneResult& r : summary.results()) PrintFailures(r, console);
   console.out << absl::StrFormat(
       "%d tunable kernels: %d tuned now (%d trials, %d failed), %d had records (GFLOP/s)\n",
       summary.kernels(), summary.results_size(), summary.trials(), summary.failed_trials(),

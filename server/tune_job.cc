@@ -87,7 +87,8 @@ v1::TuneSummary ToProto(const driver::TuneSummary& summary, const ir::Target& ta
     result->set_best_gflops(Gflops(r.best_measurement, r.flops));
     result->set_trials(r.trials);
     result->set_failed(r.failed);
-    result->set_first_failure(r.first_failure);
+    for (const std::string& failure : r.failures) result->add_failures(failure);
+    if (!r.failures.empty()) result->set_first_failure(r.failures.front());
   }
   return proto;
 }

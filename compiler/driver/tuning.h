@@ -22,7 +22,7 @@ namespace kiln::driver {
 // meaning, or a rule gains one (a record's trace names every knob of its space), so that no
 // record is replayed into another space. 2: the conv tiler's tile_rows. 3: the conv row
 // form's plane.
-inline constexpr int kTuningSpaceVersion = 3;
+inline constexpr int kTuningSpaceVersion = 4;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

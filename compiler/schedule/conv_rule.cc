@@ -267,6 +267,7 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //    loaded: a plane of 7 x 7 (resnet18's last stage) has rows of at most 7 columns, so one
 //    row reuses a weight vector 7 times, two rows 14. A task takes R rows; where R does not
 //    divide the height, its last tile moves back (recomputing rows, the same values again).
+//    A tall tile takes at most as many accumulators as registers: fewer columns (KnobsOf).
 //  - channel_block: input channels per reduction block, all taps summed over one block before
 //    the next, so the block's input rows stay in L1 across the taps; 0 (all of them) by default.
 //  - parallel_blocks: run (output channel block, row) pairs in parallel rather than the rows
@@ -311,9 +312,13 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
   k.tile_cols = InRange(t.Get("tile_cols", cols), kMaxKnobTileColumns, cols);
   k.tile_vectors = InRange(t.Get("tile_vectors", 2), kMaxKnobVectors, 2);
   k.tile_rows = InRange(t.Get("tile_rows", 1), kMaxKnobTileRows, 1);
-  // A tall tile of more accumulators than twice the registers only spills, and takes LLVM
-  // a minute to compile (the tuner's trials timed out): it keeps one row.
-  if (k.tile_rows * k.tile_cols * k.tile_vectors > 2 * target.VectorRegisters()) k.tile_rows = 1;
+  // A tall tile of more accumulators than registers only spills, and takes LLVM several
+  // times as long to compile (14 x 2 x 2 on AVX-512: 25 s a conv, and never the fastest):
+  // it takes as many columns as the registers hold.
+  const int64_t per_column = k.tile_rows * k.tile_vectors;
+  if (k.tile_rows > 1 && per_column * k.tile_cols > target.VectorRegisters()) {
+    k.tile_cols = std::max<int64_t>(1, target.VectorRegisters() / per_column);
+  }
   k.channel_block = std::max<int64_t>(0, t.Get("channel_block", 0));
   k.parallel_blocks = t.Get("parallel_blocks", k.parallel_blocks) != 0;
   k.unroll_taps = t.Get("unroll_taps", 1) != 0;

@@ -6,6 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -309,25 +313,54 @@ absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFun
 class CacheState {
  public:
   void Prepare(const std::vector<HostBuffer>& buffers, const ConstantArgs& constants) {
-    std::memset(evict_.data(), ++pass_, evict_.size());
     uint64_t sum = 0;
     for (size_t i = 0; i < buffers.size(); ++i) {
       if (constants.count(i)) continue;
       const char* bytes = static_cast<const char*>(buffers[i].data());
-      const size_t size = buffers[i].words.size() * sizeof(uint64_t);
-      for (size_t at = 0; at < size; at += 64) sum += static_cast<unsigned char>(bytes[at]);
+      for (size_t at = 0; at < Bytes(buffers[i]); at += 64) {
+        sum += static_cast<unsigned char>(bytes[at]);
+      }
     }
-    // Keeps the writes and reads: nothing else looks at them.
-    asm volatile("" : : "r"(evict_.data()), "r"(sum) : "memory");
+    // Keeps the reads: nothing else looks at them.
+    asm volatile("" : : "r"(sum) : "memory");
+    if (!constants.empty()) EvictConstants(buffers, constants);
   }
 
  private:
-  // Twice the last-level cache (32 MiB where the system does not say).
-  static size_t EvictBytes() {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return 2 * static_cast<size_t>(l3 > 0 ? l3 : long{32} << 20);
+  static size_t Bytes(const HostBuffer& b) { return b.words.size() * sizeof(uint64_t); }
+
+  // Where the ISA flushes a cache line by address, that costs a pass over the weights;
+  // elsewhere the whole cache is overwritten: twice the last-level cache (32 MiB where the
+  // system does not say), about 100 ms where a VM reports its host's 260 MiB L3.
+  void EvictConstants(const std::vector<HostBuffer>& buffers, const ConstantArgs& constants) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    for (const auto& constant : constants) {
+      const HostBuffer& buffer = buffers[constant.first];
+      const char* bytes = static_cast<const char*>(buffer.data());
+      // 64 bytes is the shortest line either has; a longer line is flushed more than once.
+      for (size_t at = 0; at < Bytes(buffer); at += 64) {
+#if defined(__x86_64__)
+        _mm_clflush(bytes + at);
+#else
+        asm volatile("dc civac, %0" : : "r"(bytes + at) : "memory");
+#endif
+      }
+    }
+#if defined(__x86_64__)
+    _mm_mfence();
+#else
+    asm volatile("dsb ish" : : : "memory");
+#endif
+#else
+    if (evict_.empty()) {
+      const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+      evict_.resize(2 * static_cast<size_t>(l3 > 0 ? l3 : long{32} << 20));
+    }
+    std::memset(evict_.data(), ++pass_, evict_.size());
+    asm volatile("" : : "r"(evict_.data()) : "memory");
+#endif
   }
-  std::vector<char> evict_ = std::vector<char>(EvictBytes());
+  std::vector<char> evict_;
   char pass_ = 0;
 };
 
@@ -378,7 +411,8 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                                           const ir::IRModule& reference, const std::string& kernel,
                                           const std::map<std::string, int64_t>& scalar_values,
                                           const MeasureOptions& options,
-                                          const ReferenceResult* reference_result) {
+                                          const ReferenceResult* reference_result,
+                                          const std::function<void()>& on_compiled) {
   ir::Target target;
   if (options.target) {
     target = *options.target;
@@ -414,14 +448,11 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
     }
   }
 
+  std::unique_ptr<codegen::JitKernel> reference_kernel;
   if (reference_result) {
     KILN_RETURN_IF_ERROR(UseReferenceResult(*reference_result, kernel, expected));
   } else {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> reference_kernel,
-                          codegen::JitCompileKernel(reference, kernel, target));
-    if (std::string error = RunOnce(*reference_kernel, expected, scalars, 1); !error.empty()) {
-      return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
-    }
+    KILN_ASSIGN_OR_RETURN(reference_kernel, codegen::JitCompileKernel(reference, kernel, target));
   }
   Measurement m;
   absl::StatusOr<std::unique_ptr<codegen::JitKernel>> compiled =
@@ -429,6 +460,12 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
   if (!compiled.ok()) {
     m.failure = absl::StrCat("the candidate does not compile: ", compiled.status().message());
     return m;
+  }
+  if (on_compiled) on_compiled();
+  if (reference_kernel) {
+    if (std::string error = RunOnce(*reference_kernel, expected, scalars, 1); !error.empty()) {
+      return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
+    }
   }
   if (std::string error = RunOnce(**compiled, actual, scalars, ThreadsOf(target)); !error.empty()) {
     m.failure = error;
@@ -552,9 +589,16 @@ struct ChildOutcome {
   std::string failure;  // empty: it answered
 };
 
-// Runs `work` in a forked child, killed after `timeout`; its return value comes back through
-// a pipe. The JIT runs in children only, so the caller's process never forks LLVM's threads.
-ChildOutcome RunInChild(const std::function<std::string()>& work,
+// Runs `work` in a forked child; its return value comes back through a pipe. The child is
+// killed when it takes longer than `compile_timeout` before `work` calls its argument (once
+// it has compiled), or longer than `timeout` after. The JIT runs in children only, so the
+// caller's process never forks LLVM's threads.
+//
+// The child writes kCompiledMark when it has compiled, then kAnswerMark and its answer.
+constexpr char kCompiledMark = 'C';
+constexpr char kAnswerMark = 'A';
+ChildOutcome RunInChild(const std::function<std::string(const std::function<void()>&)>& work,
+                        std::chrono::milliseconds compile_timeout,
                         std::chrono::milliseconds timeout) {
   int fds[2];
   if (pipe(fds) != 0) return {"", absl::StrCat("pipe: ", strerror(errno))};
@@ -568,7 +612,10 @@ ChildOutcome RunInChild(const std::function<std::string()>& work,
     close(fds[0]);
     rlimit no_core{0, 0};
     setrlimit(RLIMIT_CORE, &no_core);  // a crash should not spend the timeout dumping core
-    std::string answer = work();
+    auto write_mark = [&] {
+      if (write(fds[1], &kCompiledMark, 1) != 1) _exit(2);
+    };
+    std::string answer = kAnswerMark + work(write_mark);
     for (size_t done = 0; done < answer.size();) {
       ssize_t n = write(fds[1], answer.data() + done, answer.size() - done);
       if (n <= 0) _exit(2);
@@ -577,7 +624,8 @@ ChildOutcome RunInChild(const std::function<std::string()>& work,
     _exit(0);
   }
   close(fds[1]);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = std::chrono::steady_clock::now() + compile_timeout;
+  bool compiled = false;
   std::string answer;
   bool timed_out = false;
   for (;;) {
@@ -597,14 +645,24 @@ ChildOutcome RunInChild(const std::function<std::string()>& work,
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the child closed its end: it has answered or died
     answer.append(chunk, n);
+    if (!compiled && answer[0] == kCompiledMark) {
+      compiled = true;
+      answer.erase(0, 1);
+      deadline = std::chrono::steady_clock::now() + timeout;
+    }
   }
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const std::string seconds = absl::StrCat(timeout.count() / 1000.0);
-  if (timed_out) return {"", "timed out after " + seconds + " s and was killed"};
+  if (timed_out && !compiled) {
+    return {"", absl::StrCat("did not compile within ", compile_timeout.count() / 1000.0,
+                             " s and was killed")};
+  }
+  if (timed_out) {
+    return {"", absl::StrCat("timed out after ", timeout.count() / 1000.0, " s and was killed")};
+  }
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     return {"", absl::StrCat("crashed: killed by signal ", sig, " (", strsignal(sig), ")")};
@@ -612,7 +670,10 @@ ChildOutcome RunInChild(const std::function<std::string()>& work,
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return {"", absl::StrCat("the measuring process exited with status ", WEXITSTATUS(status))};
   }
-  return {std::move(answer), ""};
+  if (answer.empty() || answer[0] != kAnswerMark) {
+    return {"", "the measuring process answered garbage"};
+  }
+  return {answer.substr(1), ""};
 }
 
 // A ReferenceResult as bytes: "N\n", then per buffer its size, "\n" and its bytes; or
@@ -661,7 +722,8 @@ absl::StatusOr<ReferenceResult> DeserializeReference(absl::string_view text) {
 absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
                                              const std::string& kernel,
                                              const std::map<std::string, int64_t>& scalar_values,
-                                             const MeasureOptions& options) {
+                                             const MeasureOptions& options,
+                                             const std::function<void()>& on_compiled) {
   ir::Target target;
   if (options.target) {
     target = *options.target;
@@ -682,6 +744,7 @@ absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
       AllocateBuffers(*func, scalar_values, options.seed, ConstantArguments(reference, kernel)));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernel> compiled,
                         codegen::JitCompileKernel(reference, kernel, target));
+  if (on_compiled) on_compiled();
   if (std::string error = RunOnce(*compiled, buffers, scalars, 1); !error.empty()) {
     return absl::FailedPreconditionError("the reference kernel " + kernel + " failed: " + error);
   }
@@ -696,8 +759,11 @@ absl::StatusOr<ReferenceResult> RunReferenceIsolated(
     const ir::IRModule& reference, const std::string& kernel,
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options) {
   ChildOutcome outcome = RunInChild(
-      [&] { return SerializeReference(RunReference(reference, kernel, scalar_values, options)); },
-      options.timeout);
+      [&](const std::function<void()>& compiled) {
+        return SerializeReference(
+            RunReference(reference, kernel, scalar_values, options, compiled));
+      },
+      options.compile_timeout, options.timeout);
   if (!outcome.failure.empty()) {
     return absl::FailedPreconditionError("the reference kernel " + kernel + " " + outcome.failure);
   }
@@ -709,11 +775,11 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
     const ReferenceResult* reference_result) {
   ChildOutcome outcome = RunInChild(
-      [&] {
-        return Serialize(
-            MeasureKernel(candidate, reference, kernel, scalar_values, options, reference_result));
+      [&](const std::function<void()>& compiled) {
+        return Serialize(MeasureKernel(candidate, reference, kernel, scalar_values, options,
+                                       reference_result, compiled));
       },
-      options.timeout);
+      options.compile_timeout, options.timeout);
   if (!outcome.failure.empty()) return Failed(outcome.failure);
   return Deserialize(outcome.answer);
 }

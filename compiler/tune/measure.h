@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,7 +22,10 @@ struct MeasureOptions {
   int warmup = 2;
   int repeats = 5;
   uint64_t seed = 1;  // of the random inputs
-  // MeasureKernelIsolated: how long the child may take, compiling included.
+  // MeasureKernelIsolated: how long the child may take to compile the kernels (LLVM takes
+  // tens of seconds on a large register tile, and finishes: this is a backstop)...
+  std::chrono::milliseconds compile_timeout{120000};
+  // ...and then to check and time the candidate: one that runs away is killed after this.
   std::chrono::milliseconds timeout{10000};
   // Before each timed run, evict the constant arguments (weights) from the caches and load the
   // other buffers, as a model runs the kernel (see CacheState in measure.cc).
@@ -53,7 +57,8 @@ std::map<size_t, const ir::NDArray*> ConstantArguments(const ir::IRModule& modul
 // constant, with that constant (weights, which the candidate may have packed at compile
 // time), runs the reference's kernel and the candidate's on copies, compares every buffer
 // the kernel writes (FloatsAgree), then times options.warmup + options.repeats runs
-// of the candidate. An error status is a bad request or a reference that does not run (no
+// of the candidate. `on_compiled`, if set, is called once the kernels are compiled, before any
+// runs. An error status is a bad request or a reference that does not run (no
 // such kernel, a missing scalar, kernels with different buffers, a target not this machine).
 // With `reference_result` (RunReference's for the same kernel, scalars and options), the
 // reference is not compiled or run again: a tuner measuring many candidates of one kernel
@@ -63,11 +68,13 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                                           const ir::IRModule& reference, const std::string& kernel,
                                           const std::map<std::string, int64_t>& scalar_values,
                                           const MeasureOptions& options,
-                                          const ReferenceResult* reference_result = nullptr);
+                                          const ReferenceResult* reference_result = nullptr,
+                                          const std::function<void()>& on_compiled = nullptr);
 
-// MeasureKernel in a forked child process, killed after options.timeout. A child killed by
-// a signal or by the timeout is a failed measurement naming the signal or the timeout. The
-// JIT runs in the child only, so the caller's process never forks LLVM's threads.
+// MeasureKernel in a forked child process, killed when compiling takes longer than
+// options.compile_timeout or the rest longer than options.timeout. A child killed by a
+// signal or by a timeout is a failed measurement naming the signal or the timeout. The JIT
+// runs in the child only, so the caller's process never forks LLVM's threads.
 absl::StatusOr<Measurement> MeasureKernelIsolated(
     const ir::IRModule& candidate, const ir::IRModule& reference, const std::string& kernel,
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
@@ -89,8 +96,9 @@ struct ReferenceResult {
 absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
                                              const std::string& kernel,
                                              const std::map<std::string, int64_t>& scalar_values,
-                                             const MeasureOptions& options);
-// RunReference in a child process (a crash or the timeout is FAILED_PRECONDITION).
+                                             const MeasureOptions& options,
+                                             const std::function<void()>& on_compiled = nullptr);
+// RunReference in a child process (a crash or a timeout is FAILED_PRECONDITION).
 absl::StatusOr<ReferenceResult> RunReferenceIsolated(
     const ir::IRModule& reference, const std::string& kernel,
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options);

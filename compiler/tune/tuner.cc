@@ -85,15 +85,16 @@ class KernelSearch {
     result.kernel = kernel_;
     result.flops = StmtFlops(module_.prim_funcs.at(kernel_.kernel).body, scalars_);
     KILN_ASSIGN_OR_RETURN(reference_, Scheduled(nullptr));
-    // The reference runs once; its compile time sets the candidates' timeout, so a kernel
-    // that is slow to compile is not mistaken for a runaway.
+    // The reference runs once; its time (compiling included) sets a floor under the
+    // candidates' timeout, so a kernel whose every run is long is not mistaken for a runaway.
+    // Compiling a candidate is bounded by measure.compile_timeout alone.
     MeasureOptions reference_options = options_.measure;
     reference_options.timeout *= 10;
     const Clock::time_point start = Clock::now();
     absl::StatusOr<ReferenceResult> reference =
         RunReferenceIsolated(reference_, kernel_.kernel, scalars_, reference_options);
     if (!reference.ok()) {
-      result.first_failure = std::string(reference.status().message());
+      result.failures.push_back(std::string(reference.status().message()));
       return result;  // not tunable here; the default schedule stays
     }
     reference_result_ = *std::move(reference);
@@ -163,7 +164,8 @@ class KernelSearch {
     tried_.insert(trace.ToJson());
     if (trace == kernel_.spaces.front().Default()) result.default_measurement = m;
     if (!m.ok) {
-      if (result.failed++ == 0) result.first_failure = trace.ToJson() + ": " + m.failure;
+      ++result.failed;
+      result.failures.push_back(trace.ToJson() + ": " + m.failure);
       return true;
     }
     trials_.push_back({trace, static_cast<double>(m.median_ns)});

@@ -61,9 +61,9 @@ struct TuneResult {
   Measurement default_measurement;  // of the default schedule
   int trials = 0;                   // measured, failures included
   int failed = 0;
-  // What the first failed trial reported, or why the kernel could not be tuned at all (its
-  // default schedule did not run: then trials is 0).
-  std::string first_failure;
+  // What each failed trial reported ("trace: why"), or why the kernel could not be tuned at
+  // all (its default schedule did not run: then trials is 0 and this has one entry).
+  std::vector<std::string> failures;
   double flops = 0;  // floating-point operations of one run at the measured extents
 };
 

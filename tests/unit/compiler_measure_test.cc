@@ -176,6 +176,29 @@ TEST(MeasureTest, ACandidateThatNeverEndsIsKilledAfterTheTimeout) {
   EXPECT_THAT(m->failure, HasSubstr("timed out after 1 s"));
 }
 
+// A candidate slow to compile (5000 sums unrolled: seconds of LLVM) is not a runaway: the timeout
+// starts once it has compiled, and only compile_timeout bounds the compile.
+TEST(MeasureTest, CompilingIsBoundedByTheCompileTimeoutOnly) {
+  const ir::IRModule slow =
+      Scale("    for j in range(0, 5000) unrolled {\n      B[i] = B[i] * 0.5 + A[i]\n    }");
+  MeasureOptions options;
+  options.compile_timeout = std::chrono::milliseconds(1);
+  absl::StatusOr<Measurement> m = MeasureKernelIsolated(slow, slow, "scale", {{"n", 100}}, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->ok);
+  EXPECT_THAT(m->failure, HasSubstr("did not compile within 0.001 s"));
+
+  options.compile_timeout = std::chrono::minutes(2);
+  options.timeout = std::chrono::seconds(1);
+  const auto start = std::chrono::steady_clock::now();
+  m = MeasureKernelIsolated(slow, slow, "scale", {{"n", 100}}, options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->ok) << m->failure;
+  // Otherwise the test shows nothing: the compile alone must outlast the timeout.
+  EXPECT_GT(took, 2 * options.timeout) << "compile the slow kernel longer";
+}
+
 TEST(MeasureTest, BadRequestsAreErrors) {
   ir::IRModule scale = Scale(kScale);
   absl::StatusOr<Measurement> m = MeasureKernelIsolated(scale, scale, "scale", {}, {});

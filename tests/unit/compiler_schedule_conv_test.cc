@@ -591,10 +591,10 @@ TEST_P(ScheduleConvTest, DefaultTraceBuildsTheUntracedKernel) {
   }
 }
 
-// A tall tile whose accumulators are more than twice the registers would only spill, and
-// took LLVM a minute to compile: it keeps one row, the kernel of the same trace with
-// tile_rows 1.
-TEST_P(ScheduleConvTest, ATallTileTheRegistersCannotHoldKeepsOneRow) {
+// A tall tile whose accumulators are more than the registers would only spill, and takes
+// LLVM several times as long to compile: it takes as many columns as the registers hold, the
+// kernel of the same trace with fewer tile_cols.
+TEST_P(ScheduleConvTest, ATallTileTakesNoMoreAccumulatorsThanRegisters) {
   ir::Target target = ResolvedTarget(GetParam());
   ConvCase conv = TunedCases()[0];
   ir::IRModule module = Fused(conv.Model(), target);
@@ -607,9 +607,12 @@ TEST_P(ScheduleConvTest, ATallTileTheRegistersCannotHoldKeepsOneRow) {
     EXPECT_TRUE(k.has_value());
     return k ? ir::ToString(k->body) : "";
   };
-  int64_t fits = target.VectorRegisters() / 2;  // columns of a 2-row, 2-vector tile that fits
+  const int64_t fits = target.VectorRegisters() / 4;  // columns of a 2-row, 2-vector tile
   EXPECT_NE(built(fits, 2), built(fits, 1));
-  EXPECT_EQ(built(14, 8), built(14, 1));
+  EXPECT_NE(built(fits, 2), built(fits - 1, 2));
+  EXPECT_EQ(built(fits + 1, 2), built(fits, 2));
+  EXPECT_EQ(built(14, 2), built(fits, 2));
+  EXPECT_EQ(built(14, 8), built(2, 8));  // 8 rows x 2 vectors: 1 or 2 columns
 }
 
 // Each knob at each of its choices, the others at their defaults: the kernel matches the

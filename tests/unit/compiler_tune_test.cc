@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "cache/tuning_db.h"
 #include "compiler/driver/driver.h"
@@ -322,6 +323,41 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
   EXPECT_EQ(summary->trials, 0);
   EXPECT_TRUE(summary->results.empty());
   EXPECT_TRUE(progress.empty());
+}
+
+// Candidates that run away are failed trials, each reported with its trace and why; a kernel
+// none of whose candidates ran keeps no record.
+TEST_F(TuningDbTest, EveryFailedTrialIsReportedWithItsTrace) {
+  absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  driver::TuneModelOptions options;
+  options.tune.trials_per_kernel = 3;
+  options.tune.symbol_values = {{"n", 64}};
+  // The reference runs the kernel once; each candidate is timed a billion times and is killed
+  // at its timeout (at least 4x the reference's compile and run).
+  options.tune.measure.repeats = 1 << 30;
+  options.tune.measure.timeout = std::chrono::milliseconds(100);
+  absl::StatusOr<driver::TuneSummary> summary =
+      driver::TuneModel(MatmulModel(true), *host, {}, options, *db_, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->results.size(), 1u);
+  const tune::TuneResult& result = summary->results[0];
+  EXPECT_EQ(summary->trials, 3);
+  EXPECT_EQ(summary->failed_trials, 3);
+  EXPECT_EQ(result.failed, 3);
+  EXPECT_FALSE(result.best_measurement.ok);
+  ASSERT_EQ(result.failures.size(), 3u);
+  std::set<std::string> traces;
+  for (const std::string& failure : result.failures) {
+    EXPECT_THAT(failure, ::testing::HasSubstr("timed out after")) << failure;
+    const std::string trace_json = failure.substr(0, failure.find("}: ") + 1);
+    EXPECT_TRUE(schedule::ParseTrace(trace_json).ok()) << failure;
+    traces.insert(trace_json);
+  }
+  EXPECT_EQ(traces.size(), 3u) << "each failure names its own candidate";
+  EXPECT_EQ(result.failures[0].substr(0, result.failures[0].find("}: ") + 1),
+            result.kernel.spaces.front().Default().ToJson());
+  EXPECT_EQ(db_->Stats()->records, 0);
 }
 
 // The kernel of `onnx` scheduled with the database's records, as text.

@@ -2,7 +2,9 @@
 // and reaching a kilnd that wants a token (KILN_TOKEN) over mutual TLS (KILN_TLS_*).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -90,6 +92,40 @@ TEST_F(CliTest, CacheStatsAndEvictThroughKilndAndLocally) {
   EXPECT_EQ(Kiln({"cache", "evict", "--server", Address()}), 2);  // evict what?
   EXPECT_EQ(Kiln({"cache", "stats", "--cache", "/nonexistent"}), 1);
   EXPECT_THAT(err_.str(), HasSubstr("/nonexistent"));
+}
+
+// A kilnd whose tuner times every candidate a billion times, so each is killed at its
+// timeout: a failed trial.
+class RunawayTuningCliTest : public CliTest {
+ protected:
+  void SetUp() override {
+    ServiceOptions options = Options();
+    options.tune_measure.repeats = 1 << 30;
+    options.tune_measure.timeout = std::chrono::milliseconds(100);
+    Start(options);
+  }
+};
+
+// `kiln tune --server` prints every failed trial with its trace and reason, not only the
+// first.
+TEST_F(RunawayTuningCliTest, TunePrintsEveryFailedTrial) {
+  const std::string model =
+      ::testing::TempDir() + "/kiln_runaway_" + std::to_string(getpid()) + ".onnx";
+  std::ofstream(model, std::ios::binary) << MatmulModel();
+  ASSERT_EQ(
+      Kiln({"tune", model, "--server", Address(), "--trials-per-kernel", "2", "--dim", "n=64"}), 0)
+      << err_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr(": 2 failed trials:\n")) << out;
+  size_t lines = 0;
+  for (size_t at = out.find("\n  {"); at != std::string::npos; at = out.find("\n  {", at + 1)) {
+    const std::string line = out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+    EXPECT_THAT(line, HasSubstr("}: timed out after")) << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u) << out;
+  EXPECT_THAT(out, HasSubstr("(2 trials, 2 failed)")) << out;
+  std::filesystem::remove(model);
 }
 
 // KILN_TOKEN and KILN_TLS_* reach a kilnd with tokens and mutual TLS.
