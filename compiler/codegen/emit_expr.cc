@@ -270,6 +270,7 @@ llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
     return EmitCheckIndex(e);
   }
   if (ir::intrinsic::IsWarpFold(e.name)) return EmitWarpFold(e);
+  if (e.name == ir::intrinsic::kPrefetch) return EmitPrefetch(e);
   if (e.name.rfind("kiln.", 0) == 0) {
     KILN_CHECK(func_.is_host) << e.name << " is only valid in host functions, not in kernel "
                               << func_.name;
@@ -289,6 +290,16 @@ llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
   KILN_CHECK(it != state_.functions.end())
       << "call to unknown function " << e.name << " in " << func_.name;
   return EmitKernelCall(e, it->second);
+}
+
+// llvm.prefetch(address, read, locality 3: keep in every level, data): a hint that targets
+// without a prefetch instruction drop.
+llvm::Value* FunctionEmitter::EmitPrefetch(const ExprNode& e) {
+  const PrimExpr& load = e.args[0];
+  llvm::Value* address = ElementAddress(load->buffer, load->args);
+  b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
+                     {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+  return b_.getInt32(0);
 }
 
 // A library function (ir::ExternFunction), declared external: the artifact links against its

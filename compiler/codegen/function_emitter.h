@@ -143,6 +143,7 @@ class FunctionEmitter {
   llvm::Value* EmitCompare(const ExprNode& e);
   llvm::Value* EmitCall(const ExprNode& e);
   llvm::Value* EmitExternCall(const ExprNode& e, const ir::ExternFunction& fn);
+  llvm::Value* EmitPrefetch(const ExprNode& e);
   llvm::Value* Convert(llvm::Value* v, DataType from, DataType to);
   llvm::Value* HalfConstant(double value);
   llvm::Value* ElementAddress(const Buffer& buffer, const std::vector<PrimExpr>& indices);

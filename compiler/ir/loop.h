@@ -141,6 +141,10 @@ inline constexpr char kWarpFold[] = "kiln.warp_fold";
 inline bool IsWarpFold(const std::string& name) {
   return name.rfind(std::string(kWarpFold) + ".", 0) == 0;
 }
+// In a CPU kernel: "kiln.prefetch"(buffer[indices]) -> i32, evaluated for its effect, asks
+// for the cache line of that element (which must lie in the buffer, as for a load) ahead of
+// its load. A hint: no effect on any value; a target without prefetches ignores it.
+inline constexpr char kPrefetch[] = "kiln.prefetch";
 }  // namespace intrinsic
 
 std::string ToString(const Stmt& stmt, int indent = 0);

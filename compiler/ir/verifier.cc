@@ -64,6 +64,7 @@ class Verifier {
   void Bound(const ir::Stmt& body, const arith::ExprNode* var);
   void GpuLoop(const ir::StmtNode& loop);
   void WarpFold(const arith::ExprNode& call);
+  void Prefetch(const arith::ExprNode& call);
   void Prim(const PrimExpr& e);
   void Access(const Buffer& buffer, const std::vector<PrimExpr>& indices, const char* what);
   void PrimCall(const arith::ExprNode& call);
@@ -420,10 +421,18 @@ void Verifier::WarpFold(const arith::ExprNode& call) {
   if (call.dtype != DataType::Float(32)) Error(call.name + " folds f32 only");
 }
 
+void Verifier::Prefetch(const arith::ExprNode& call) {
+  if (prim_func_->is_host) return Error(call.name + " outside a kernel");
+  if (call.args.size() != 1 || !call.args[0] || call.args[0]->kind != ExprKind::kLoad) {
+    Error(call.name + " takes one load of the element to prefetch");
+  }
+}
+
 void Verifier::PrimCall(const arith::ExprNode& call) {
   bool intrinsic = call.name.rfind("kiln.", 0) == 0;
   bool check_index = intrinsic::IsCheckIndex(call.name);
   if (intrinsic::IsWarpFold(call.name)) return WarpFold(call);
+  if (call.name == intrinsic::kPrefetch) return Prefetch(call);
   if (intrinsic && !check_index && !prim_func_->is_host) {
     Error(call.name + " outside a host function");
   }

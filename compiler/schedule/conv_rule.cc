@@ -15,14 +15,14 @@
 //
 // acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
 // LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
-// FMAs per column. A tile whose every tap lies inside the input (most of them) reads x
-// unchecked; in a border tile, a tap in the padding for its first or last column only leaves
-// that column out, and otherwise the columns whose tap falls in the padding keep their sums
-// (a select fixed for the channel loop). A tile may also span R rows (tile_rows), sharing
-// each weight vector over R x P columns. A row ends with a narrower tile when few columns
-// are left, and only a row narrower than a tile clamps its columns. Each output element sums its
-// products in (kh, kw, c) order, in f32 as the matmul rule does, on one thread whatever the thread
-// count.
+// FMAs per column. Weights packed at compile time are prefetched kPrefetchTaps rows ahead. A tile
+// whose every tap lies inside the input (most of them) reads x unchecked; in a border tile, a tap
+// in the padding for its first or last column only leaves that column out, and otherwise the
+// columns whose tap falls in the padding keep their sums (a select fixed for the channel loop). A
+// tile may also span R rows (tile_rows), sharing each weight vector over R x P columns. A row ends
+// with a narrower tile when few columns are left, and only a row narrower than a tile clamps its
+// columns. Each output element sums its products in (kh, kw, c) order, in f32 as the matmul rule
+// does, on one thread whatever the thread count.
 //
 // Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
 // take (depthwise, small groups) the row form (RowConv), or its plane form. The tile's
@@ -65,6 +65,9 @@ constexpr int64_t kMinRowTile = 4;
 // The plane form's band of padded input rows: 32 KiB, in L1 (48 KiB on the Xeons measured)
 // beside the output row.
 constexpr int64_t kPlaneFloats = 8192;
+// How far ahead (in rows of packed weights, one per tap and channel) the tiler prefetches
+// weights packed at compile time: 8 KiB at two 16-lane vectors per row.
+constexpr int64_t kPrefetchTaps = 64;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -526,7 +529,22 @@ class ConvTiler {
     if (masked_rows) inside = And(inside, RowOk(Oh()));
     PrimExpr sum = acc + x * w;
     if (inside) sum = arith::Select(inside, sum, acc);
-    return OverChannels(OverTile(ir::Store(acc_, AccAt(), sum), ForKind::kVectorized, lo, hi));
+    std::vector<Stmt> step = PrefetchWeights();
+    step.push_back(OverTile(ir::Store(acc_, AccAt(), sum), ForKind::kVectorized, lo, hi));
+    return OverChannels(ir::Seq(step));
+  }
+
+  // Weights packed at compile time come from memory, a block's worth (KH x KW x C x OCB
+  // floats) per row of the output: each step asks for the packed row kPrefetchTaps further on
+  // (the block's last row past its end), as the matmul rule does.
+  std::vector<Stmt> PrefetchWeights() const {
+    std::vector<Stmt> out;
+    if (!weights_) return out;
+    PrimExpr ahead = arith::Min(Tap(c_, kh_, kw_) + I(kPrefetchTaps), I(Depth() - 1));
+    for (int64_t lane = 0; lane < lanes_; lane += kLineFloats) {
+      out.push_back(Prefetch(arith::Load(packed_all_, {ocb_, ahead, I(lane)})));
+    }
+    return out;
   }
 
   // The taps kw of row kh. A border tile reads unchecked every tap that lies inside the input

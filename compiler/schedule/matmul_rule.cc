@@ -20,7 +20,8 @@
 // still sums k in order, one block after another, as the interpreter does. A constant B
 // (weights) is packed into panels at compile time instead (PackConstantB), and the kernel
 // reads them with no packing step; so is a constant A (a pointwise conv's weights) that the
-// kernel would pack (PackConstantA).
+// kernel would pack (PackConstantA). Weights packed at compile time come from memory in every
+// call, so the kk loop prefetches them kPrefetchRows rows ahead.
 //
 // The row tiles of a column block are split into groups of equal size (within one tile), no
 // larger than group_tiles tiles and, where the call has few tasks otherwise, as many as give
@@ -94,6 +95,10 @@ struct MatmulKnobs {
 // task packs its own B block: 8 tasks measured 4% slower on one thread (mobilenet_v2) and no
 // faster on two.
 constexpr int64_t kTaskTiles = 4 * 32;
+
+// How far ahead (in rows of the reduction) packed weights are prefetched: 8 KiB of a 32-column
+// panel, a few hundred cycles of the tile's work, about one trip to memory.
+constexpr int64_t kPrefetchRows = 64;
 
 int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
 
@@ -357,9 +362,28 @@ class MatmulTiler {
                                        {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     PrimExpr b = m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj_})
                              : arith::Load(packed_, {jp_, kk_, jj_});
-    Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial,
-                       OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized));
+    Stmt fma = OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized);
+    std::vector<Stmt> step = PrefetchWeights();
+    step.push_back(fma);
+    Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial, ir::Seq(step));
     return ir::Allocate(acc_, ir::Seq({LoadTile(), update, StoreTile(acc)}));
+  }
+
+  // Weights packed at compile time are read once per call, from memory: the step at depth kk
+  // asks for their row kPrefetchRows further on (the last row past the end). The hardware's
+  // prefetchers stop at each 4 KiB page, every 32-64 rows of a panel. Measured at one thread:
+  // 12 chained 128 x 512 x 2048 layers (48 MiB of weights) went from 120 to 135 GFLOP/s, and
+  // BERT's time fell by about 7%.
+  std::vector<Stmt> PrefetchWeights() const {
+    std::vector<Stmt> out;
+    PrimExpr ahead = arith::Min(Depth(kk_) + I(kPrefetchRows), K() - I(1));
+    for (int64_t c = 0; m_.b_packed && c < cols_; c += kLineFloats) {
+      out.push_back(Prefetch(arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, ahead, I(c)})));
+    }
+    for (int64_t r = 0; m_.a_packed && r < rows_; r += kLineFloats) {
+      out.push_back(Prefetch(arith::Load(m_.a_packed, {it_, ahead, I(r)})));
+    }
+    return out;
   }
 
   Stmt LoadTile() const {
@@ -449,11 +473,18 @@ class MatvecTiler {
     Buffer acc = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_)});
     PrimExpr a = Replace(m_.a_load, {m_.i.var, m_.k}, {I(0), k});
     PrimExpr b = Replace(m_.b_load, {m_.k, m_.j.var}, {k, base + uj});
-    if (m_.b_packed) b = arith::Load(m_.b_packed, {jc_ * I(block_cols_ / cols_) + jp_, k, uj});
+    PrimExpr panel = jc_ * I(block_cols_ / cols_) + jp_;
+    if (m_.b_packed) b = arith::Load(m_.b_packed, {panel, k, uj});
     PrimExpr sum = arith::Load(acc, {uj}) + a * b;
     Stmt zero = Loop(zj, width, ForKind::kVectorized, ir::Store(acc, {zj}, arith::FloatImm(0)));
-    Stmt update = Loop(k, m_.depth, ForKind::kSerial,
-                       Loop(uj, width, ForKind::kVectorized, ir::Store(acc, {uj}, sum)));
+    // Compile-time panels are prefetched as in the tiled form.
+    std::vector<Stmt> step;
+    PrimExpr ahead = arith::Min(k + I(kPrefetchRows), m_.depth - I(1));
+    for (int64_t c = 0; m_.b_packed && c < cols_; c += kLineFloats) {
+      step.push_back(Prefetch(arith::Load(m_.b_packed, {panel, ahead, I(c)})));
+    }
+    step.push_back(Loop(uj, width, ForKind::kVectorized, ir::Store(acc, {uj}, sum)));
+    Stmt update = Loop(k, m_.depth, ForKind::kSerial, ir::Seq(step));
     Stmt store = Loop(sj, width, ForKind::kVectorized,
                       StoreAndFinish(m_, I(0), base + sj, arith::Load(acc, {sj})));
     return ir::Allocate(acc, ir::Seq({zero, update, store}));

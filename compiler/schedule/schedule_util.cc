@@ -20,6 +20,10 @@ PrimExpr Replace(const PrimExpr& e, const std::vector<PrimExpr>& from,
   });
 }
 
+ir::Stmt Prefetch(PrimExpr load) {
+  return ir::Evaluate(arith::Call(arith::DataType::Int(32), ir::intrinsic::kPrefetch, {load}));
+}
+
 ir::Stmt Loop(const PrimExpr& var, PrimExpr extent, ir::ForKind kind, ir::Stmt body) {
   return ir::For(var, I(0), std::move(extent), kind, std::move(body));
 }

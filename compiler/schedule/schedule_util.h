@@ -17,6 +17,13 @@ bool IsVar(const arith::PrimExpr& e, const arith::PrimExpr& var);
 arith::PrimExpr Replace(const arith::PrimExpr& e, const std::vector<arith::PrimExpr>& from,
                         const std::vector<arith::PrimExpr>& to);
 
+// A hint to bring the cache line of `load`'s element in ahead of its use
+// (ir::intrinsic::kPrefetch).
+ir::Stmt Prefetch(arith::PrimExpr load);
+
+// f32 elements per cache line (64 bytes on the CPUs Kiln targets).
+inline constexpr int64_t kLineFloats = 16;
+
 // for var in [0, extent) of `kind`.
 ir::Stmt Loop(const arith::PrimExpr& var, arith::PrimExpr extent, ir::ForKind kind, ir::Stmt body);
 

@@ -423,6 +423,32 @@ TEST(CodegenLLVM, LetAndIfThenElse) {
   EXPECT_EQ(out, (std::vector<float>{-2, 12, 4}));
 }
 
+// A prefetch is a hint: the kernel with one computes what it computes without, and the
+// prefetch reaches the machine code as llvm.prefetch of the element's address.
+TEST(CodegenLLVM, PrefetchIsAHintThatChangesNoValue) {
+  PrimExpr n = arith::MakeVar("n"), i = arith::MakeVar("i");
+  Buffer x = arith::MakeBuffer("x", DataType::Float(), {n});
+  Buffer y = arith::MakeBuffer("y", DataType::Float(), {n});
+  ir::PrimFunc kernel{.name = "elementwise", .buffers = {x, y}, .scalars = {n}};
+  PrimExpr ahead = arith::Min(i + I64(16), n - I64(1));
+  kernel.body =
+      ir::For(i, I64(0), n, ForKind::kSerial,
+              ir::Seq({ir::Evaluate(arith::Call(DataType::Int(32), ir::intrinsic::kPrefetch,
+                                                {arith::Load(x, {ahead})})),
+                       ir::Store(y, {i}, arith::Load(x, {i}) * arith::FloatImm(3.0))}));
+  ir::IRModule module =
+      ElementwiseModule({DataType::Float()}, DataType::Float(), [](auto x) { return x[0]; });
+  module.prim_funcs["elementwise"] = kernel;
+  auto text = EmitLLVMText(module, "", HostTarget());
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("call void @llvm.prefetch"), std::string::npos) << *text;
+  auto artifact = Artifact::Build(module);
+  ASSERT_TRUE(artifact);
+  auto out = RunElementwise<float>(*artifact, kDLFloat,
+                                   std::pair{std::vector<float>{1, -2, 0.5f}, kDLFloat});
+  EXPECT_EQ(out, (std::vector<float>{3, -6, 1.5f}));
+}
+
 TEST(CodegenLLVM, AllocateGivesKernelLocalScratch) {
   // Reverses each block of 4 through a local buffer.
   PrimExpr n = arith::MakeVar("n"), blk = arith::MakeVar("blk"), j = arith::MakeVar("j");

@@ -135,6 +135,11 @@ TEST_P(ScheduleConvTest, DeepConvIsTiledWithWeightsPackedAtCompileTime) {
   std::string kernels = ScheduledKernels(deep.Model(), GetParam());
   EXPECT_NE(kernels.find("w_packed: f32["), std::string::npos) << kernels;
   EXPECT_EQ(kernels.find("alloc packed_w"), std::string::npos) << kernels;
+  // Each channel step prefetches the packed row 64 taps on, the block's last row past its end.
+  EXPECT_NE(
+      kernels.find("kiln.prefetch(w_packed[ocb, min((rkh * 3 + rkw) * 1024 + rc + 64, 9215), 0])"),
+      std::string::npos)
+      << kernels;
   auto module = driver::ImportModel(deep.Model());
   ASSERT_TRUE(module.ok()) << module.status();
   std::vector<ir::NDArray> inputs = {RandomArray({1, 1024, 4, 5}, 3)};
@@ -342,6 +347,7 @@ TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
   std::string onnx = b.Serialize();
   std::string kernels = ScheduledKernels(onnx, GetParam());
   EXPECT_NE(kernels.find("alloc packed_w"), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("kiln.prefetch"), std::string::npos) << kernels;
   auto module = driver::ImportModel(onnx);
   ASSERT_TRUE(module.ok()) << module.status();
   std::vector<ir::NDArray> inputs = {RandomArray({2, 5, 9, 9}, 1), RandomArray({19, 5, 3, 3}, 2)};
@@ -368,6 +374,7 @@ TEST_P(ScheduleConvTest, PointwiseWeightsArePackedAtCompileTimeWhereTheTilerPack
   schedule::Trace defaults = schedule::MatmulSpace(ResolvedTarget(GetParam())).Default();
   bool packs_a = defaults.Get("pack_a", 0) != 0;
   EXPECT_EQ(kernels.find("_packed: f32[2, 7, 14]") != std::string::npos, packs_a) << kernels;
+  EXPECT_EQ(kernels.find("kiln.prefetch") != std::string::npos, packs_a) << kernels;
   EXPECT_EQ(kernels.find("alloc packed_a"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
 }

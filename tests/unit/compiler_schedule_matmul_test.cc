@@ -42,6 +42,8 @@ TEST_P(ScheduleMatmulTest, MatmulIsTiledAndPacked) {
   std::string kernels = ScheduledKernels(MatmulModel(300, 150), GetParam());
   EXPECT_NE(kernels.find("packed_b"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
+  // B packed in the call lies in cache: only weights packed at compile time are prefetched.
+  EXPECT_EQ(kernels.find("kiln.prefetch"), std::string::npos) << kernels;
 }
 
 TEST_P(ScheduleMatmulTest, OddSizesMatchTheInterpreter) {
@@ -140,6 +142,12 @@ TEST_P(ScheduleMatmulTest, ConstantWeightsArePackedAtCompileTime) {
     std::string kernels = ScheduledKernels(onnx, GetParam());
     EXPECT_NE(kernels.find("_packed: f32["), std::string::npos) << kernels;
     EXPECT_EQ(kernels.find("alloc packed_b"), std::string::npos) << kernels;
+    // Both forms prefetch the packed rows 64 further on in their panel, the last row past K.
+    for (const char* step : {"kc \\* 256 \\+ kk", "mvk"}) {
+      std::regex prefetch(absl::StrCat("kiln\\.prefetch\\(A1_packed\\[jc \\* \\d+ \\+ jp, min\\(",
+                                       step, " \\+ 64, 300 - 1\\), 0\\]\\)"));
+      EXPECT_TRUE(std::regex_search(kernels, prefetch)) << step << " in\n" << kernels;
+    }
     auto module = driver::ImportModel(onnx);
     ASSERT_TRUE(module.ok()) << module.status();
     Compiled compiled(onnx, GetParam());

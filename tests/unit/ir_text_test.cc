@@ -154,7 +154,9 @@ PrimFunc Kernel() {
                          Let(let_var, arith::Load(tmp, {IntImm(0)}),
                              Evaluate(arith::Call(DataType::Float(64), "log", {let_var})))}));
   Stmt twice = Seq({For(k, IntImm(0), IntImm(2), ForKind::kUnrolled, Evaluate(k)),
-                    For(k, IntImm(0), IntImm(2), ForKind::kSerial, Evaluate(k))});
+                    For(k, IntImm(0), IntImm(2), ForKind::kSerial,
+                        Evaluate(arith::Call(DataType::Int(32), intrinsic::kPrefetch,
+                                             {arith::Load(a, {k, IntImm(0)})})))});
   PrimFunc f;
   f.name = "kernel";
   f.buffers = {a, b};

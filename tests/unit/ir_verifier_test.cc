@@ -33,6 +33,7 @@ prim_func @add_0(A: f32[n, 4], B: f32[n, 4], C: f32[n, 4], n: i64) {
   for i in range(0, n) parallel {
     for j in range(0, 4) serial {
       C[i, j] = A[i, j] + B[i, j]
+      kiln.prefetch(A[i, 3])
     }
   }
   alloc tmp: f32[1]
@@ -101,6 +102,12 @@ TEST(IrVerifierTest, LoopLevelMalformations) {
             "prim_func @add_0: store of f64 to f32 buffer tmp");
   EXPECT_EQ(VerifyEdited("tmp[0] = 0.0", "tmp[0] = cast<f32>(kiln.input_shape(0:i32, 0:i32))"),
             "prim_func @add_0: kiln.input_shape outside a host function");
+  EXPECT_EQ(VerifyEdited("kiln.prefetch(A[i, 3])", "kiln.prefetch(i)"),
+            "prim_func @add_0: kiln.prefetch takes one load of the element to prefetch");
+  EXPECT_EQ(VerifyEdited("kiln.prefetch(A[i, 3])", "kiln.prefetch(A[i])"),
+            "prim_func @add_0: load of A with 1 indices; it has 2 dimensions");
+  EXPECT_EQ(VerifyEdited("add_0(h, h, h, n)", "kiln.prefetch(n)"),
+            "host_func @run: kiln.prefetch outside a kernel");
   EXPECT_EQ(VerifyEdited("tmp[0] = 0.0", "tmp[0] = cast<f32>(i)"),
             "prim_func @add_0: variable i is not a scalar parameter, loop or let variable");
   EXPECT_EQ(VerifyEdited("A: f32[n, 4]", "A: f32[m, 4]"),
