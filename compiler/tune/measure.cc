@@ -30,6 +30,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/jit.h"
 #include "compiler/ir/stmt_functor.h"
+#include "compiler/tune/host_buffer.h"
 #include "thread_pool.h"  // runtime/src: the artifact's own pool
 
 namespace kiln::tune {
@@ -94,16 +95,6 @@ uint16_t EighthsToHalf(int eighths) {  // eighths / 8, for |eighths| <= 8
   while (m < 0x400) m <<= 1, --e;
   return sign | static_cast<uint16_t>(((e + 25) << 10) | (m & 0x3ff));
 }
-
-// One buffer's bytes, 64-byte aligned as the runtime's tensors are.
-struct HostBuffer {
-  std::string name;
-  DataType dtype;
-  int64_t elements = 0;
-  std::vector<uint64_t> words;  // 8-byte units keep the data aligned enough for any dtype
-  void* data() { return words.data(); }
-  const void* data() const { return words.data(); }
-};
 
 void FillRandom(HostBuffer& buffer, std::mt19937_64& random) {
   std::uniform_real_distribution<double> real(-1, 1);
@@ -255,7 +246,11 @@ absl::StatusOr<std::vector<HostBuffer>> AllocateBuffers(
       }
       buffer.elements *= *extent;
     }
-    buffer.words.assign((buffer.elements * b->dtype.bytes() + 7) / 8, 0);
+    if (!buffer.Allocate()) {
+      return absl::ResourceExhaustedError(absl::StrCat("kernel ", func.name, ": no memory for the ",
+                                                       buffer.elements, " elements of buffer ",
+                                                       b->name));
+    }
     auto constant = constants.find(buffers.size());
     if (constant == constants.end()) {
       FillRandom(buffer, random);
@@ -327,7 +322,7 @@ class CacheState {
   }
 
  private:
-  static size_t Bytes(const HostBuffer& b) { return b.words.size() * sizeof(uint64_t); }
+  static size_t Bytes(const HostBuffer& b) { return b.bytes; }
 
   // Where the ISA flushes a cache line by address, that costs a pass over the weights;
   // elsewhere the whole cache is overwritten: twice the last-level cache (32 MiB where the
@@ -405,6 +400,49 @@ absl::Status UseReferenceResult(const ReferenceResult& result, const std::string
   return absl::OkStatus();
 }
 
+// The machine the kernels are compiled for: options.target, else this one.
+absl::StatusOr<ir::Target> TargetOf(const MeasureOptions& options) {
+  if (options.target) return *options.target;
+  return codegen::HostTarget();
+}
+
+// The values of `func`'s scalar parameters, in order.
+absl::StatusOr<std::vector<int64_t>> ScalarArgs(const ir::PrimFunc& func,
+                                                const std::map<std::string, int64_t>& values) {
+  std::vector<int64_t> scalars;
+  for (const arith::PrimExpr& s : func.scalars) {
+    auto it = values.find(s->name);
+    if (it == values.end()) {
+      return absl::InvalidArgumentError("kernel " + func.name + ": no value for scalar " + s->name);
+    }
+    scalars.push_back(it->second);
+  }
+  return scalars;
+}
+
+// Runs `kernel` options.warmup times, then options.repeats times into m.times_ns, each run
+// from the cache state a model gives it; false, with m.failure, when a run reports an index
+// error.
+bool TimeRuns(const codegen::JitKernel& kernel, std::vector<HostBuffer>& buffers,
+              const std::vector<int64_t>& scalars, const ConstantArgs& constants,
+              const MeasureOptions& options, MeasureEnv& env, CacheState& cache, Measurement& m) {
+  std::vector<void*> data;
+  for (HostBuffer& b : buffers) data.push_back(b.data());
+  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+    if (options.cold_weights) cache.Prepare(buffers, constants);
+    auto start = std::chrono::steady_clock::now();
+    kernel.Run(&env.env, data.data(), scalars.data());
+    auto end = std::chrono::steady_clock::now();
+    if (!env.index_error.empty()) {
+      m.failure = env.index_error;
+      return false;
+    }
+    if (i < options.warmup) continue;
+    m.times_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
@@ -413,12 +451,7 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
                                           const MeasureOptions& options,
                                           const ReferenceResult* reference_result,
                                           const std::function<void()>& on_compiled) {
-  ir::Target target;
-  if (options.target) {
-    target = *options.target;
-  } else {
-    KILN_ASSIGN_OR_RETURN(target, codegen::HostTarget());
-  }
+  KILN_ASSIGN_OR_RETURN(const ir::Target target, TargetOf(options));
   KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* reference_func,
                         FindKernel(reference, kernel, "reference"));
   KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* candidate_func,
@@ -426,14 +459,8 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
   const ConstantArgs reference_constants = ConstantArguments(reference, kernel);
   const ConstantArgs candidate_constants = ConstantArguments(candidate, kernel);
   KILN_RETURN_IF_ERROR(CheckSameSignature(*candidate_func, *reference_func, candidate_constants));
-  std::vector<int64_t> scalars;
-  for (const arith::PrimExpr& s : reference_func->scalars) {
-    auto it = scalar_values.find(s->name);
-    if (it == scalar_values.end()) {
-      return absl::InvalidArgumentError("kernel " + kernel + ": no value for scalar " + s->name);
-    }
-    scalars.push_back(it->second);
-  }
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> scalars,
+                        ScalarArgs(*reference_func, scalar_values));
   KILN_ASSIGN_OR_RETURN(
       std::vector<HostBuffer> expected,
       AllocateBuffers(*reference_func, scalar_values, options.seed, reference_constants));
@@ -480,21 +507,10 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
     }
   }
 
-  std::vector<void*> data;
-  for (HostBuffer& b : actual) data.push_back(b.data());
   MeasureEnv env(ThreadsOf(target));
   CacheState cache;
-  for (int i = 0; i < options.warmup + options.repeats; ++i) {
-    if (options.cold_weights) cache.Prepare(actual, candidate_constants);
-    auto start = std::chrono::steady_clock::now();
-    (*compiled)->Run(&env.env, data.data(), scalars.data());
-    auto end = std::chrono::steady_clock::now();
-    if (!env.index_error.empty()) {
-      m.failure = env.index_error;
-      return m;
-    }
-    if (i < options.warmup) continue;
-    m.times_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+  if (!TimeRuns(**compiled, actual, scalars, candidate_constants, options, env, cache, m)) {
+    return m;
   }
   if (m.times_ns.empty()) {
     m.failure = "no repeats asked for";
@@ -503,6 +519,54 @@ absl::StatusOr<Measurement> MeasureKernel(const ir::IRModule& candidate,
   Summarize(m);
   m.ok = true;
   return m;
+}
+
+absl::StatusOr<std::vector<Measurement>> CompareKernels(
+    const std::vector<ir::IRModule>& candidates, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options, int rounds,
+    const std::function<void()>& on_compiled) {
+  KILN_ASSIGN_OR_RETURN(const ir::Target target, TargetOf(options));
+  struct Entry {
+    std::unique_ptr<codegen::JitKernel> compiled;
+    ConstantArgs constants;
+    std::vector<HostBuffer> buffers;
+    std::vector<int64_t> scalars;
+    Measurement m;
+  };
+  std::vector<Entry> entries(candidates.size());
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    Entry& e = entries[c];
+    KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* func, FindKernel(candidates[c], kernel, "candidate"));
+    KILN_ASSIGN_OR_RETURN(e.scalars, ScalarArgs(*func, scalar_values));
+    e.constants = ConstantArguments(candidates[c], kernel);
+    KILN_ASSIGN_OR_RETURN(e.buffers,
+                          AllocateBuffers(*func, scalar_values, options.seed, e.constants));
+    absl::StatusOr<std::unique_ptr<codegen::JitKernel>> compiled =
+        codegen::JitCompileKernel(candidates[c], kernel, target);
+    if (compiled.ok()) {
+      e.compiled = *std::move(compiled);
+    } else {
+      e.m.failure = absl::StrCat("the candidate does not compile: ", compiled.status().message());
+    }
+  }
+  if (on_compiled) on_compiled();
+  MeasureEnv env(ThreadsOf(target));
+  CacheState cache;
+  for (int round = 0; round < rounds; ++round) {
+    for (Entry& e : entries) {
+      if (e.compiled && e.m.failure.empty()) {
+        TimeRuns(*e.compiled, e.buffers, e.scalars, e.constants, options, env, cache, e.m);
+      }
+    }
+  }
+  std::vector<Measurement> measurements;
+  for (Entry& e : entries) {
+    e.m.ok = e.m.failure.empty() && !e.m.times_ns.empty();
+    if (e.m.failure.empty() && e.m.times_ns.empty()) e.m.failure = "no repeats asked for";
+    if (!e.m.times_ns.empty()) Summarize(e.m);
+    measurements.push_back(std::move(e.m));
+  }
+  return measurements;
 }
 
 namespace {
@@ -571,6 +635,31 @@ absl::StatusOr<Measurement> Deserialize(const std::string& text) {
   if (!complete) return absl::InternalError("the measuring process answered garbage: " + text);
   if (!m.times_ns.empty()) Summarize(m);
   return m;
+}
+
+// Several measurements: their answers in turn, each ending with its "end" line.
+std::string SerializeAll(const absl::StatusOr<std::vector<Measurement>>& result) {
+  if (!result.ok()) return Serialize(result.status());
+  std::string out;
+  for (const Measurement& m : *result) out += Serialize(m);
+  return out;
+}
+
+absl::StatusOr<std::vector<Measurement>> DeserializeAll(const std::string& text, size_t count) {
+  const std::string end_line = "\nend\n";
+  std::vector<Measurement> measurements;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find(end_line, at);
+    end = end == std::string::npos ? text.size() : end + end_line.size();
+    KILN_ASSIGN_OR_RETURN(Measurement m, Deserialize(text.substr(at, end - at)));
+    measurements.push_back(std::move(m));
+    at = end;
+  }
+  if (measurements.size() != count) {
+    return absl::InternalError(absl::StrCat("the measuring process answered ", measurements.size(),
+                                            " measurements for ", count, " candidates"));
+  }
+  return measurements;
 }
 
 Measurement Failed(std::string failure) {
@@ -724,21 +813,9 @@ absl::StatusOr<ReferenceResult> RunReference(const ir::IRModule& reference,
                                              const std::map<std::string, int64_t>& scalar_values,
                                              const MeasureOptions& options,
                                              const std::function<void()>& on_compiled) {
-  ir::Target target;
-  if (options.target) {
-    target = *options.target;
-  } else {
-    KILN_ASSIGN_OR_RETURN(target, codegen::HostTarget());
-  }
+  KILN_ASSIGN_OR_RETURN(const ir::Target target, TargetOf(options));
   KILN_ASSIGN_OR_RETURN(const ir::PrimFunc* func, FindKernel(reference, kernel, "reference"));
-  std::vector<int64_t> scalars;
-  for (const arith::PrimExpr& s : func->scalars) {
-    auto it = scalar_values.find(s->name);
-    if (it == scalar_values.end()) {
-      return absl::InvalidArgumentError("kernel " + kernel + ": no value for scalar " + s->name);
-    }
-    scalars.push_back(it->second);
-  }
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> scalars, ScalarArgs(*func, scalar_values));
   KILN_ASSIGN_OR_RETURN(
       std::vector<HostBuffer> buffers,
       AllocateBuffers(*func, scalar_values, options.seed, ConstantArguments(reference, kernel)));
@@ -782,6 +859,24 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
       options.compile_timeout, options.timeout);
   if (!outcome.failure.empty()) return Failed(outcome.failure);
   return Deserialize(outcome.answer);
+}
+
+absl::StatusOr<std::vector<Measurement>> CompareKernelsIsolated(
+    const std::vector<ir::IRModule>& candidates, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
+    int rounds) {
+  const int runs = static_cast<int>(candidates.size()) * std::max(rounds, 1);
+  ChildOutcome outcome = RunInChild(
+      [&](const std::function<void()>& compiled) {
+        return SerializeAll(
+            CompareKernels(candidates, kernel, scalar_values, options, rounds, compiled));
+      },
+      options.compile_timeout * static_cast<int>(candidates.size()), options.timeout * runs);
+  if (!outcome.failure.empty()) {
+    return absl::FailedPreconditionError("comparing candidates of kernel " + kernel + ": " +
+                                         outcome.failure);
+  }
+  return DeserializeAll(outcome.answer, candidates.size());
 }
 
 }  // namespace kiln::tune

@@ -80,6 +80,23 @@ absl::StatusOr<Measurement> MeasureKernelIsolated(
     const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options,
     const ReferenceResult* reference_result = nullptr);
 
+// Times candidates of one kernel against each other, each already checked (MeasureKernel):
+// compiles them all, then runs `rounds` rounds in which each candidate in turn runs
+// options.warmup + options.repeats times, as MeasureKernel does. A shared machine's speed
+// drifts over seconds by more than good schedules differ, and the least of many separate
+// noisy measurements favors a lucky one; taken in turns, the candidates meet the same drift.
+// One Measurement per candidate, in order, each with rounds * options.repeats times (or a
+// failure: did not compile, reported an index error).
+absl::StatusOr<std::vector<Measurement>> CompareKernels(
+    const std::vector<ir::IRModule>& candidates, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options, int rounds,
+    const std::function<void()>& on_compiled = nullptr);
+
+// CompareKernels in a forked child process; a crash or a timeout is FAILED_PRECONDITION.
+absl::StatusOr<std::vector<Measurement>> CompareKernelsIsolated(
+    const std::vector<ir::IRModule>& candidates, const std::string& kernel,
+    const std::map<std::string, int64_t>& scalar_values, const MeasureOptions& options, int rounds);
+
 // Whether a candidate's float `actual` may stand for the reference's `expected` in a buffer
 // whose largest finite magnitude is `scale`: equal (infinities, NaN for NaN), or within
 // 1e-5 + 1e-4 * (|expected| + scale). The scale term is there because a schedule that sums

@@ -37,6 +37,9 @@ struct TuneOptions {
   std::map<std::string, int64_t> symbol_bounds;
   uint64_t seed = 1;
   MeasureOptions measure;
+  // After the search, its fastest few trials and the default run again in turns, this many
+  // rounds (CompareKernels), and the fastest of them is the result; 0: the search's fastest.
+  int confirm_rounds = 3;
   // Checked between trials; true stops the search (the results so far are returned).
   std::function<bool()> cancelled;
 };
@@ -57,12 +60,14 @@ struct TuneResult {
   // for all values.
   std::string bucket;
   schedule::Trace best;
-  Measurement best_measurement;     // of `best`
-  Measurement default_measurement;  // of the default schedule
-  int trials = 0;                   // measured, failures included
+  // Of `best` and of the default schedule: from the comparison after the search where it ran.
+  Measurement best_measurement;
+  Measurement default_measurement;
+  int trials = 0;  // measured, failures included
   int failed = 0;
   // What each failed trial reported ("trace: why"), or why the kernel could not be tuned at
-  // all (its default schedule did not run: then trials is 0 and this has one entry).
+  // all (its default schedule did not run: then trials is 0 and this has one entry); also
+  // why comparing the fastest again failed, where it did.
   std::vector<std::string> failures;
   double flops = 0;  // floating-point operations of one run at the measured extents
 };

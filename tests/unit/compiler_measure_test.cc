@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 #include "compiler/driver/driver.h"
 #include "compiler/driver/pipeline.h"
 #include "compiler/ir/parser.h"
+#include "compiler/tune/host_buffer.h"
 #include "compiler/tune/measure.h"
 #include "tests/support/onnx_builder.h"
 
@@ -197,6 +199,50 @@ TEST(MeasureTest, CompilingIsBoundedByTheCompileTimeoutOnly) {
   EXPECT_TRUE(m->ok) << m->failure;
   // Otherwise the test shows nothing: the compile alone must outlast the timeout.
   EXPECT_GT(took, 2 * options.timeout) << "compile the slow kernel longer";
+}
+
+// Candidates compared in turns: each gets rounds * repeats times, a candidate doing a thousand
+// times the work compares slower, and a crash (all candidates run in one child) is an error
+// rather than a measurement.
+TEST(MeasureTest, CandidatesComparedInTurnsEachGetEveryRoundsTimes) {
+  MeasureOptions options;
+  options.warmup = 1;
+  options.repeats = 4;
+  const std::vector<ir::IRModule> candidates = {
+      Scale(kScale),
+      Scale("    for j in range(0, 1000) serial {\n      B[i] = A[i] * 2.0 + B[i] * 0.0\n    }")};
+  for (bool isolated : {false, true}) {
+    absl::StatusOr<std::vector<Measurement>> compared =
+        isolated ? CompareKernelsIsolated(candidates, "scale", {{"n", 1000}}, options, 3)
+                 : CompareKernels(candidates, "scale", {{"n", 1000}}, options, 3);
+    ASSERT_TRUE(compared.ok()) << compared.status();
+    ASSERT_EQ(compared->size(), 2u);
+    for (const Measurement& m : *compared) {
+      EXPECT_TRUE(m.ok) << m.failure;
+      EXPECT_EQ(m.times_ns.size(), 12u);
+      EXPECT_LE(m.min_ns, m.median_ns);
+    }
+    EXPECT_LT((*compared)[0].median_ns, (*compared)[1].median_ns);
+  }
+  absl::StatusOr<std::vector<Measurement>> crashed = CompareKernelsIsolated(
+      {Scale(kScale), Scale("    B[i * 1099511627776] = A[i]")}, "scale", {{"n", 100}}, options, 2);
+  EXPECT_EQ(crashed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(crashed.status().message(), HasSubstr("killed by signal"));
+  EXPECT_THAT(crashed.status().message(), HasSubstr("kernel scale"));
+}
+
+// The runtime's tensors and an artifact's constants start on a 64-byte line; a kernel measured
+// on buffers that do not would split its vector accesses across lines.
+TEST(MeasureTest, BuffersStartOnA64ByteLine) {
+  for (int64_t elements : {1, 3, 1000, 100000, 1000003}) {
+    HostBuffer buffer{"b", arith::DataType::Float(32), elements};
+    ASSERT_TRUE(buffer.Allocate());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.data()) % 64, 0u) << elements;
+    EXPECT_GE(buffer.bytes, static_cast<size_t>(elements * 4));
+    EXPECT_EQ(buffer.bytes % 64, 0u);
+    const char* bytes = static_cast<const char*>(buffer.data());
+    EXPECT_EQ(std::count(bytes, bytes + buffer.bytes, 0), static_cast<long>(buffer.bytes));
+  }
 }
 
 TEST(MeasureTest, BadRequestsAreErrors) {

@@ -99,6 +99,12 @@ TEST_P(ScheduleMatmulTest, FusedEpilogueKeepsTheTiledForm) {
   std::string kernels = ScheduledKernels(onnx, GetParam());
   EXPECT_NE(kernels.find("fused_matmul_add_add_relu"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("packed_b"), std::string::npos) << kernels;
+  // The last row tile, where MR does not divide m, stores each row inside m as whole vectors,
+  // its epilogue included; only a tile past N goes element by element.
+  EXPECT_TRUE(std::regex_search(
+      kernels,
+      std::regex(R"(if it \* \d+ \+ ii < m \{\s*for jj in range\(0, \d+\) vectorized \{)")))
+      << kernels;
   auto module = driver::ImportModel(onnx);
   ASSERT_TRUE(module.ok()) << module.status();
   Compiled compiled(onnx, GetParam());

@@ -279,6 +279,7 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
   options.tune.symbol_values = {{"n", 64}};
   options.tune.measure.warmup = 1;
   options.tune.measure.repeats = 3;
+  options.tune.confirm_rounds = 2;
   std::vector<tune::TuneProgress> progress;
   auto events = [&](const driver::CompileEvent& e) {
     if (e.kind == driver::CompileEvent::Kind::kTuning) progress.push_back(e.tuning);
@@ -294,6 +295,9 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
   EXPECT_EQ(result.failed, 0);
   EXPECT_TRUE(result.default_measurement.ok);
   EXPECT_LE(result.best_measurement.median_ns, result.default_measurement.median_ns);
+  // The fastest trials and the default ran again in turns; the times kept are from that.
+  EXPECT_EQ(result.best_measurement.times_ns.size(), 2u * 3);
+  EXPECT_EQ(result.default_measurement.times_ns.size(), 2u * 3);
   // Multiply-adds and the bias add; relu is a select, no arithmetic.
   EXPECT_DOUBLE_EQ(result.flops, 2.0 * 64 * 70 * 45 + 64 * 45);
   ASSERT_EQ(progress.size(), 6u);
