@@ -121,6 +121,9 @@ struct TuneArgs {
 // database, with progress on stderr and a table of kernels (default and tuned GFLOP/s) on
 // stdout.
 absl::Status Tune(const TuneArgs& args, Console console);
+// The table `kiln tune` prints: each kernel's default and tuned GFLOP/s, its failed trials,
+// and a line of totals.
+void PrintTuneSummary(const v1::TuneSummary& summary, Console console);
 
 struct JobsArgs {
   std::string action = "list";  // "list", "get", "watch" or "cancel"

@@ -53,28 +53,6 @@ void PrintFailures(const v1::KernelTuneResult& r, Console console) {
   for (const std::string& failure : failures) console.out << "  " << failure << "\n";
 }
 
-void PrintSummary(const v1::TuneSummary& summary, Console console) {
-  console.out << absl::StrFormat("%-32s %10s %10s %8s %7s %7s\n", "kernel", "default", "tuned",
-                                 "speedup", "trials", "failed");
-  auto gflops = [](double value) {
-    return value > 0 ? absl::StrFormat("%.1f", value) : std::string("-");
-  };
-  for (const v1::KernelTuneResult& r : summary.results()) {
-    std::string speedup = "-";
-    if (r.default_gflops() > 0 && r.best_gflops() > 0) {
-      speedup = absl::StrFormat("%.2fx", r.best_gflops() / r.default_gflops());
-    }
-    console.out << absl::StrFormat("%-32s %10s %10s %8s %7d %7d\n", r.kernel(),
-                                   gflops(r.default_gflops()), gflops(r.best_gflops()), speedup,
-                                   r.trials(), r.failed());
-  }
-  for (const v1::KernelTuneResult& r : summary.results()) PrintFailures(r, console);
-  console.out << absl::StrFormat(
-      "%d tunable kernels: %d tuned now (%d trials, %d failed), %d had records (GFLOP/s)\n",
-      summary.kernels(), summary.results_size(), summary.trials(), summary.failed_trials(),
-      summary.already_tuned());
-}
-
 absl::StatusOr<v1::TuneSummary> TuneLocally(const TuneArgs& args, const std::string& model,
                                             Console console) {
   absl::StatusOr<ir::Target> target = driver::ResolveTarget(args.target);
@@ -92,9 +70,7 @@ absl::StatusOr<v1::TuneSummary> TuneLocally(const TuneArgs& args, const std::str
   driver::CompileOptions compile;
   compile.dim_bounds = args.dim_bounds;
   auto events = [&](const driver::CompileEvent& e) {
-    if (e.kind == driver::CompileEvent::Kind::kTuning) {
-      console.err << "[" << args.target << "] tune: " << e.message << "\n";
-    }
+    if (!e.message.empty()) console.err << "[" << args.target << "] tune: " << e.message << "\n";
   };
   absl::StatusOr<driver::TuneSummary> summary =
       driver::TuneModel(model, *target, compile, options, **db, events);
@@ -132,6 +108,34 @@ absl::StatusOr<v1::TuneSummary> TuneRemotely(const TuneArgs& args, const std::st
 
 }  // namespace
 
+void PrintTuneSummary(const v1::TuneSummary& summary, Console console) {
+  console.out << absl::StrFormat("%-32s %10s %10s %8s %7s %7s\n", "kernel", "default", "tuned",
+                                 "speedup", "trials", "failed");
+  auto gflops = [](double value) {
+    return value > 0 ? absl::StrFormat("%.1f", value) : std::string("-");
+  };
+  for (const v1::KernelTuneResult& r : summary.results()) {
+    std::string speedup = "-";
+    if (r.default_gflops() > 0 && r.best_gflops() > 0) {
+      speedup = absl::StrFormat("%.2fx", r.best_gflops() / r.default_gflops());
+    }
+    console.out << absl::StrFormat("%-32s %10s %10s %8s %7d %7d\n", r.kernel(),
+                                   gflops(r.default_gflops()), gflops(r.best_gflops()), speedup,
+                                   r.trials(), r.failed());
+  }
+  for (const v1::KernelTuneResult& r : summary.results()) PrintFailures(r, console);
+  // A kernel none of whose trials ran (its default failed, or every candidate did) is not
+  // tuned: it has no record.
+  int tuned = 0;
+  for (const v1::KernelTuneResult& r : summary.results()) tuned += r.trials() > r.failed();
+  const int untuned = summary.results_size() - tuned;
+  console.out << absl::StrFormat(
+      "%d tunable kernels: %d tuned now (%d trials, %d failed)%s, %d had records (GFLOP/s)\n",
+      summary.kernels(), tuned, summary.trials(), summary.failed_trials(),
+      untuned > 0 ? absl::StrFormat(", %d could not be tuned", untuned) : "",
+      summary.already_tuned());
+}
+
 absl::Status Tune(const TuneArgs& args, Console console) {
   absl::StatusOr<std::string> model = ReadModelFile(args.model_path);
   if (!model.ok()) return model.status();
@@ -139,7 +143,7 @@ absl::Status Tune(const TuneArgs& args, Console console) {
                                                 ? TuneLocally(args, *model, console)
                                                 : TuneRemotely(args, *model, console);
   if (!summary.ok()) return summary.status();
-  PrintSummary(*summary, console);
+  PrintTuneSummary(*summary, console);
   return absl::OkStatus();
 }
 

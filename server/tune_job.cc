@@ -162,9 +162,10 @@ absl::Status TuneJob::Run(const v1::TuneRequest& request) {
                                          request.bucket_values().end());
   tune_options.tune.auto_buckets = request.auto_buckets();
   auto events = [this](const driver::CompileEvent& event) {
-    if (event.kind != driver::CompileEvent::Kind::kTuning) return;
     v1::TuneEvent proto;
-    *proto.mutable_progress() = ToProto(event.tuning);
+    if (event.kind == driver::CompileEvent::Kind::kTuning) {
+      *proto.mutable_progress() = ToProto(event.tuning);
+    }
     proto.set_message(event.message);
     emit_(proto);
   };

@@ -75,9 +75,9 @@ struct PrimFunc {
 };
 
 // Intrinsics, as the callee name of an arith Call. Math intrinsics work anywhere; `kiln.*`
-// only in host functions, except kiln.check_index, only in kernels. Any other callee names a kernel
-// of the same module, called with (buffer data handles..., scalar i64 values...) exactly as the
-// kernel declares them.
+// only in host functions, except kiln.check_index and kiln.prefetch, only in kernels. Any
+// other callee names a kernel of the same module, called with (buffer data handles..., scalar
+// i64 values...) exactly as the kernel declares them.
 namespace intrinsic {
 // Math, on floats: exp, log, sqrt, tanh, sigmoid, fabs, pow (two args).
 inline constexpr char kInputShape[] = "kiln.input_shape";           // (i, d) -> i64

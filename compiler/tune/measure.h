@@ -27,8 +27,10 @@ struct MeasureOptions {
   std::chrono::milliseconds compile_timeout{120000};
   // ...and then to check and time the candidate: one that runs away is killed after this.
   std::chrono::milliseconds timeout{10000};
-  // Before each timed run, evict the constant arguments (weights) from the caches and load the
-  // other buffers, as a model runs the kernel (see CacheState in measure.cc).
+  // Before each timed run, load the buffers as a model leaves them for the kernel (see
+  // CacheState in measure.cc): the other buffers just written, the constant arguments
+  // (weights) evicted from the caches (true) or left there (false). Which one a model meets
+  // depends on its size: WeightsStayCached.
   bool cold_weights = true;
   // The machine the kernel is compiled for; this machine ("host") when unset. Its threads
   // (a description's "threads=N") are the threads the timed runs use; one when unset.
@@ -50,6 +52,20 @@ struct Measurement {
 // will run.
 std::map<size_t, const ir::NDArray*> ConstantArguments(const ir::IRModule& module,
                                                        const std::string& kernel);
+
+// The bytes of the distinct constants the kernel calls of the module's functions pass: the
+// model's weights, as its kernels read them.
+int64_t WeightBytes(const ir::IRModule& module);
+
+// The size of this machine's last-level cache in bytes (32 MiB where the system does not say).
+int64_t LastLevelCacheBytes();
+
+// Whether a model with `weight_bytes` of weights finds each kernel's weights in a cache of
+// `cache_bytes` on every run after the first: when they take at most half of it (the other
+// half holds the activations and whatever else the machine runs). Such a model's kernels are
+// timed with warm weights; a larger model streams its weights from memory, and its kernels
+// are timed with them evicted.
+bool WeightsStayCached(int64_t weight_bytes, int64_t cache_bytes);
 
 // Allocates the buffers of kernel `kernel` with its scalars at `scalar_values` (every scalar
 // the kernel takes needs a value), fills them with random values (floats in [-1, 1], ints in

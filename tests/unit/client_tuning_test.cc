@@ -5,6 +5,7 @@
 #include <string>
 
 #include "client/cli.h"
+#include "client/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -116,6 +117,36 @@ TEST_F(TuningCliTest, UsageErrors) {
   std::ostringstream out, err;
   EXPECT_EQ(RunCli({"--help"}, out, err), 0);
   EXPECT_THAT(out.str(), HasSubstr("kiln tuning import FILE [--cache DIR]"));
+}
+
+// `kiln tune`'s totals count a kernel as tuned only when a trial of it ran: one whose default
+// did not run, or whose every trial failed, has no record.
+TEST(TuneSummaryTest, KernelsWithoutARunningTrialAreNotCountedAsTuned) {
+  v1::TuneSummary summary;
+  summary.set_kernels(4);
+  summary.set_already_tuned(1);
+  summary.set_trials(7);
+  summary.set_failed_trials(5);
+  auto add = [&](const std::string& kernel, int trials, int failed, double gflops) {
+    v1::KernelTuneResult* r = summary.add_results();
+    r->set_kernel(kernel);
+    r->set_trials(trials);
+    r->set_failed(failed);
+    r->set_default_gflops(gflops);
+    r->set_best_gflops(gflops);
+    for (int i = 0; i < failed; ++i) r->add_failures("trace " + std::to_string(i) + ": crashed");
+  };
+  add("matmul_ok", 4, 2, 10.0);
+  add("conv_every_trial_failed", 3, 3, 0);
+  add("softmax_default_failed", 0, 0, 0);
+  summary.mutable_results(2)->add_failures("the default schedule did not compile");
+  std::ostringstream out, err;
+  PrintTuneSummary(summary, {out, err});
+  EXPECT_THAT(out.str(), HasSubstr("softmax_default_failed: not tuned: the default schedule "
+                                   "did not compile\n"));
+  EXPECT_THAT(out.str(), HasSubstr("conv_every_trial_failed: 3 failed trials:\n"));
+  EXPECT_THAT(out.str(), HasSubstr("4 tunable kernels: 1 tuned now (7 trials, 5 failed), 2 could "
+                                   "not be tuned, 1 had records (GFLOP/s)\n"));
 }
 
 }  // namespace

@@ -268,6 +268,37 @@ TEST_F(TuningDbTest, RecordsOfAnotherCompilerOrTargetAreNotUsed) {
             "0 of 1 tunable kernels from tuning records");
 }
 
+// A model's weights are the distinct constants its kernels take: one used by two kernels
+// counts once.
+TEST(WeightBytesTest, CountsEachConstantTheKernelsTakeOnce) {
+  testing::OnnxBuilder b;
+  b.Input("a", {"n", 45});
+  b.FloatInitializer("w", {45, 45}, std::vector<float>(45 * 45, 0.5f));
+  b.Node("MatMul", {"a", "w"}, {"p"});
+  b.Node("Relu", {"p"}, {"r"});
+  b.Node("MatMul", {"r", "w"}, {"y"});
+  b.Output("y", {"n", 45});
+  absl::StatusOr<ir::IRModule> module = driver::ImportModel(b.Serialize());
+  ASSERT_TRUE(module.ok()) << module.status();
+  ir::PassContext context;
+  context.target = *ir::ParseTarget("x86_64-v3");
+  absl::StatusOr<ir::IRModule> fused =
+      driver::RunPipeline(*std::move(module), nullptr, "fuse_ops", context);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_EQ(schedule::TunableKernels(*fused, context.target).size(), 2u);
+  EXPECT_EQ(tune::WeightBytes(*fused), 45 * 45 * 4);
+}
+
+// Weights that take at most half the last-level cache are timed warm; more, evicted.
+TEST(WeightBytesTest, WeightsStayCachedUpToHalfTheCache) {
+  const int64_t mib = 1 << 20;
+  EXPECT_TRUE(tune::WeightsStayCached(70 * mib, 260 * mib));
+  EXPECT_TRUE(tune::WeightsStayCached(130 * mib, 260 * mib));
+  EXPECT_FALSE(tune::WeightsStayCached(130 * mib + 1, 260 * mib));
+  EXPECT_FALSE(tune::WeightsStayCached(70 * mib, 32 * mib));
+  EXPECT_GT(tune::LastLevelCacheBytes(), 0);
+}
+
 // TuneModel measures the kernel, records its best schedule, and the next compile uses it; a
 // second TuneModel finds the record and measures nothing.
 TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
@@ -281,12 +312,20 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
   options.tune.measure.repeats = 3;
   options.tune.confirm_rounds = 2;
   std::vector<tune::TuneProgress> progress;
+  std::vector<std::string> infos;
   auto events = [&](const driver::CompileEvent& e) {
     if (e.kind == driver::CompileEvent::Kind::kTuning) progress.push_back(e.tuning);
+    if (e.kind == driver::CompileEvent::Kind::kInfo) infos.push_back(e.message);
   };
   absl::StatusOr<driver::TuneSummary> summary =
       driver::TuneModel(onnx, *host, {}, options, *db_, events);
   ASSERT_TRUE(summary.ok()) << summary.status();
+  // w and bias, fused into the one kernel: 12.5 KiB stay in any last-level cache.
+  EXPECT_EQ(summary->weight_bytes, (70 * 45 + 45) * 4);
+  EXPECT_FALSE(summary->cold_weights);
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_THAT(infos[0], ::testing::StartsWith("timing kernels with the weights cached: the "
+                                              "model's 0.0 MiB of weights fit half the"));
   EXPECT_EQ(summary->kernels, 1);
   EXPECT_EQ(summary->already_tuned, 0);
   ASSERT_EQ(summary->results.size(), 1u);
@@ -321,12 +360,14 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
             "1 of 1 tunable kernels from tuning records");
 
   progress.clear();
+  infos.clear();
   summary = driver::TuneModel(onnx, *host, {}, options, *db_, events);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->already_tuned, 1);
   EXPECT_EQ(summary->trials, 0);
   EXPECT_TRUE(summary->results.empty());
   EXPECT_TRUE(progress.empty());
+  EXPECT_TRUE(infos.empty());  // nothing timed, so nothing to say about how
 }
 
 // Candidates that run away are failed trials, each reported with its trace and why; a kernel
