@@ -202,6 +202,29 @@ KernelClass ClassifyPieces(const ir::PrimFunc& func) {
   return all ? KernelClass::kInjective : KernelClass::kOpaque;
 }
 
+// `body` with its loads of `out` reading 0 in a dim of extent 1 reading that dim's loop
+// variable instead: the same element, named as the nest names it. A broadcasting consumer
+// reads an operand of extent 1 at 0, so without this, x[1, seq, K] @ w + b would not take the
+// add as an epilogue where x[batch, seq, K] @ w + b does.
+Stmt ReadOutputAtLoopVars(const Stmt& body, const Buffer& out, const ElementNest& nest) {
+  arith::Analyzer analyzer;
+  std::vector<bool> unit;
+  for (const Stmt& loop : nest.loops) {
+    unit.push_back(analyzer.ProveEqual(loop->extent, arith::IntImm(1)));
+  }
+  if (std::none_of(unit.begin(), unit.end(), [](bool u) { return u; })) return body;
+  return ir::SubstituteStmt(body, [&](const PrimExpr& e) -> PrimExpr {
+    if (e->kind != ExprKind::kLoad || e->buffer != out || e->args.size() != unit.size()) {
+      return nullptr;
+    }
+    std::vector<PrimExpr> at = e->args;
+    for (size_t d = 0; d < at.size(); ++d) {
+      if (unit[d] && at[d]->is_const_int(0)) at[d] = nest.vars[d];
+    }
+    return arith::Load(out, at);
+  });
+}
+
 }  // namespace
 
 std::optional<ElementNest> MatchElementNest(const ir::PrimFunc& func) {
@@ -219,6 +242,7 @@ std::optional<ElementNest> MatchElementNest(const ir::PrimFunc& func) {
     nest.vars.push_back(s->var);
     s = UnwrapSeq(s->body);
   }
+  if (s) s = ReadOutputAtLoopVars(s, out, nest);
   if (!s || !TouchesOutputOnlyAt(s, out, nest.vars)) return std::nullopt;
   nest.body = s;
   if (s->kind == StmtKind::kStore && s->buffer == out && !ContainsLoad(s->value, out)) {

@@ -25,7 +25,8 @@ KernelClass ClassifyKernel(const ir::PrimFunc& func);
 
 // The per-element form that fusion rewrites: a perfect nest of loops from 0 over the output's
 // shape, one loop per dim in order, whose body reads and writes the output only at the loop
-// variables, so the body finishes exactly its own element.
+// variables, so the body finishes exactly its own element. A read at 0 in a dim of extent 1
+// is at the variable too: `body` has it so.
 struct ElementNest {
   std::vector<ir::Stmt> loops;        // the For statements, outermost first
   std::vector<arith::PrimExpr> vars;  // their variables: the output element's index

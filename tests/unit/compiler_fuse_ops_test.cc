@@ -173,6 +173,92 @@ TEST(FuseOpsTest, MatmulTakesAddAndGeluAsAnEpilogue) {
     })");
 }
 
+// A batch of 1: the add reads the matmul's result at 0 in the batch dim, as broadcasting
+// reads a dim of extent 1, and that is the element the matmul just finished.
+TEST(FuseOpsTest, MatmulWithABatchOfOneTakesTheBroadcastingAddAsAnEpilogue) {
+  ExpectFused(R"(
+    def @main(%x: Tensor([1, n, 8], f32), %w: Tensor([8, 4], f32), %b: Tensor([4], f32)) {
+      dataflow {
+        %mm: Tensor([1, n, 4], f32) = call_tir(@matmul_0, %x, %w)
+        %s: Tensor([1, n, 4], f32) = call_tir(@add_0, %mm, %b)
+      }
+      return %s
+    }
+    prim_func @matmul_0(A0: f32[1, n, 8], A1: f32[8, 4], out: f32[1, n, 4], n: i64) {
+      for i0 in range(0, 1) serial {
+        for i1 in range(0, n) serial {
+          for i2 in range(0, 4) serial {
+            out[i0, i1, i2] = 0.0
+            for k in range(0, 8) serial {
+              out[i0, i1, i2] = out[i0, i1, i2] + A0[0, i1, k] * A1[k, i2]
+            }
+          }
+        }
+      }
+    }
+    prim_func @add_0(A0: f32[1, n, 4], A1: f32[4], out: f32[1, n, 4], n: i64) {
+      for i0 in range(0, 1) serial {
+        for i1 in range(0, n) serial {
+          for i2 in range(0, 4) serial {
+            out[i0, i1, i2] = A0[0, i1, i2] + A1[i2]
+          }
+        }
+      }
+    })",
+              R"(
+    def @main(%x: Tensor([1, n, 8], f32), %w: Tensor([8, 4], f32), %b: Tensor([4], f32)) {
+      dataflow {
+        %s: Tensor([1, n, 4], f32) = call_tir(@fused_matmul_add_0, %x, %w, %b)
+      }
+      return %s
+    }
+    prim_func @fused_matmul_add_0(A0: f32[1, n, 8], A1: f32[8, 4], A2: f32[4],
+                                  out: f32[1, n, 4], n: i64) {
+      for i0 in range(0, 1) serial {
+        for i1 in range(0, n) serial {
+          for i2 in range(0, 4) serial {
+            out[i0, i1, i2] = 0.0
+            for k in range(0, 8) serial {
+              out[i0, i1, i2] = out[i0, i1, i2] + A0[0, i1, k] * A1[k, i2]
+            }
+            out[i0, i1, i2] = out[i0, i1, i2] + A2[i2]
+          }
+        }
+      }
+    })");
+}
+
+// Reading row 0 of a result with 4 rows is a broadcast of another element, which the matmul
+// may not have finished: no epilogue.
+TEST(FuseOpsTest, ConsumerReadingAnotherRowOfTheMatmulIsNotFused) {
+  std::string text = R"(
+    def @main(%x: Tensor([4, 8], f32), %w: Tensor([8, 4], f32)) {
+      dataflow {
+        %mm: Tensor([4, 4], f32) = call_tir(@matmul_0, %x, %w)
+        %s: Tensor([4, 4], f32) = call_tir(@row0_0, %mm)
+      }
+      return %s
+    }
+    prim_func @matmul_0(A0: f32[4, 8], A1: f32[8, 4], out: f32[4, 4]) {
+      for i0 in range(0, 4) serial {
+        for i1 in range(0, 4) serial {
+          out[i0, i1] = 0.0
+          for k in range(0, 8) serial {
+            out[i0, i1] = out[i0, i1] + A0[i0, k] * A1[k, i1]
+          }
+        }
+      }
+    }
+    prim_func @row0_0(A0: f32[4, 4], out: f32[4, 4]) {
+      for i0 in range(0, 4) serial {
+        for i1 in range(0, 4) serial {
+          out[i0, i1] = A0[0, i1] * 2.0
+        }
+      }
+    })";
+  ExpectFused(text.c_str(), text.c_str());
+}
+
 TEST(FuseOpsTest, ConvWithAccumulatorTakesBiasAndReluAsAnEpilogue) {
   ExpectFused(R"(
     def @main(%x: Tensor([n, 2, 4], f32), %w: Tensor([3, 2, 3], f32), %b: Tensor([3, 1], f32)) {
