@@ -335,8 +335,8 @@ absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFun
 // memory, which decode steps' matrix-vector products are bound by; timed from warm caches,
 // they were measured for a case that never happened, and tuned so, Llama's decode step chose
 // library calls that ran twice as slow. A model whose weights stay in the cache
-// (WeightsStayCached) is timed with them warm: flushed, BERT's matmuls chose tiles that ran
-// 10% slower in the model.
+// (WeightsStayCached) is timed with them warm: on one VM, BERT's records tuned with them
+// flushed ran 10% slower in the model (on another, no slower).
 class CacheState {
  public:
   // Loads every buffer but `evicted`, then evicts those.
