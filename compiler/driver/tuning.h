@@ -20,9 +20,11 @@ namespace kiln::driver {
 
 // The version of the schedule rules' knobs (schedule/*_rule.cc): bumped when a knob changes
 // meaning, or a rule gains one (a record's trace names every knob of its space), so that no
-// record is replayed into another space. 2: the conv tiler's tile_rows. 3: the conv row
-// form's plane.
-inline constexpr int kTuningSpaceVersion = 4;
+// record is replayed into another space; also when what a knob builds changes enough that
+// its records' times mislead. 2: the conv tiler's tile_rows. 3: the conv row form's plane.
+// 5: the matmul's pack_a copies rows instead of interleaving them (a quarter faster at M =
+// 1024), so records that chose not to pack are retuned.
+inline constexpr int kTuningSpaceVersion = 5;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

@@ -314,16 +314,18 @@ class MatmulTiler {
   // Whether the tile's columns all lie inside C: all tiles but the last column.
   PrimExpr WholeColumns() const { return Lt(Col(jp_, I(cols_ - 1)), N()); }
 
-  // The A rows of row tile `it` in the kc block, row-interleaved: packed_a[kk, ii]. One
-  // contiguous stream for the micro-kernel, instead of MR rows K apart, which share L1 sets
-  // when K is a power of two. Packing is repeated for every column block, so it pays only when
-  // MR rows outnumber the ways of L1 (8 on current x86-64).
+  // The A rows of row tile `it` in the kc block, copied row by row: packed_a[ii, kk]. Its rows
+  // lie block_depth + kLineFloats apart, in different L1 sets, where MR rows K apart share
+  // one set when K is a power of two and evict each other once they outnumber the ways of L1
+  // (8-12 on current x86-64). A row-interleaved copy (packed_a[kk, ii], one stream) became
+  // scatters: a quarter of the kernel's time at M = 1024 (Zen 5); a row copy is whole vectors.
+  // Packing is repeated for every column block.
   Stmt PackA() const {
     PrimExpr ii = arith::MakeVar("pii"), kk = arith::MakeVar("pakk");
     PrimExpr row = arith::Min(it_ * I(rows_) + ii, M() - I(1));
     PrimExpr a = Replace(m_.a_load, {m_.i.var, m_.k}, {row, Depth(kk)});
     return Loop(ii, I(rows_), ForKind::kSerial,
-                Loop(kk, BlockDepth(), ForKind::kSerial, ir::Store(packed_a_, {kk, ii}, a)));
+                Loop(kk, BlockDepth(), ForKind::kVectorized, ir::Store(packed_a_, {ii, kk}, a)));
   }
 
   // Its own loop variables: each variable is bound by one loop.
@@ -357,7 +359,7 @@ class MatmulTiler {
   Stmt Tile() const {
     PrimExpr acc = arith::Load(acc_, {ii_, jj_});
     PrimExpr a = m_.a_packed ? arith::Load(m_.a_packed, {it_, Depth(kk_), ii_})
-                 : pack_a_   ? arith::Load(packed_a_, {kk_, ii_})
+                 : pack_a_   ? arith::Load(packed_a_, {ii_, kk_})
                              : Replace(m_.a_load, {m_.i.var, m_.k},
                                        {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     PrimExpr b = m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj_})
@@ -445,8 +447,8 @@ class MatmulTiler {
   PrimExpr groups_var_ = arith::MakeVar("groups");
   Buffer packed_ = arith::MakeBuffer("packed_b", DataType::Float(32),
                                      {I(k_.block_cols / cols_), I(k_.block_depth), I(cols_)});
-  Buffer packed_a_ =
-      arith::MakeBuffer("packed_a", DataType::Float(32), {I(k_.block_depth), I(rows_)});
+  Buffer packed_a_ = arith::MakeBuffer("packed_a", DataType::Float(32),
+                                       {I(rows_), I(k_.block_depth + kLineFloats)});
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(cols_)});
 };
 
