@@ -75,8 +75,9 @@ using ir::StmtNode;
 //  - tile_rows (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit the vector
 //    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
 //  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
-//  - pack_a: copy MR rows of A into one stream first; pays when MR rows outnumber the ways of
-//    L1 (8 on current x86-64). A constant A is packed at compile time instead.
+//  - pack_a: copy the MR rows of A's depth block first, into rows in different L1 sets; pays
+//    when MR rows outnumber the ways of L1 (8-12 on current x86-64). A constant A is packed
+//    at compile time instead.
 //  - matvec_vectors: vectors of f32 per panel of the one-row form when it reads B in place.
 //    Panels of 2-8 vectors keep their sums in registers but read a few cache lines of each
 //    row of B, rows N apart; panels of 16-64 keep them in L1 and stream each row's run.
