@@ -626,7 +626,16 @@ class ConvTiler {
       for (const PrimExpr& i : s->indices) at.push_back(Replace(i, from, to));
       stores.push_back(ir::Store(s->buffer, at, rewrite(s->value)));
     }
-    return ir::IfThenElse(And(Lt(Oc(), M()), Lt(Ow(), conv_.width)), ir::Seq(stores));
+    PrimExpr inside = And(ProvedWholeBlocks() ? PrimExpr() : Lt(Oc(), M()),
+                          ProvedWhole() ? PrimExpr() : Lt(Ow(), conv_.width));
+    return inside ? ir::IfThenElse(inside, ir::Seq(stores)) : ir::Seq(stores);
+  }
+
+  // Every block of output channels lies inside M. With the checks that always hold left out,
+  // the stem conv's epilogue lost a compare per element against a spilled channel index, a
+  // fifth of the kernel's time (3 -> 32 channels, 27 products a sum).
+  bool ProvedWholeBlocks() const {
+    return M()->kind == ExprKind::kIntImm && M()->int_value % lanes_ == 0;
   }
 
   // The tile ends inside the row (every tile does but in a row narrower than a tile).
@@ -678,7 +687,8 @@ class ConvTiler {
     return ir::Allocate(acc_, ir::Seq({zero, reduce, OverTile(Epilogue())}));
   }
 
-  // A constant row at least a tile wide: every tile is whole.
+  // A constant row at least a tile wide: every tile is whole, so every column of it inside
+  // the row (First() moves the last tile back to end at the row's end).
   bool ProvedWhole() const {
     return conv_.width->kind == ExprKind::kIntImm && conv_.width->int_value >= cols_;
   }
