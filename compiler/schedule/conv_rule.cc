@@ -1065,27 +1065,6 @@ class RowConv {
     return ir::Allocate(one_, ir::Seq(stmts));
   }
 
-  // The input row (column) index as oh * stride + kh * dilation + base (ow, kw alike), all
-  // constants. nullopt for another index.
-  struct Axis {
-    int64_t stride, dilation, base;
-  };
-  static std::optional<Axis> AxisOf(const PrimExpr& index, const PrimExpr& out,
-                                    const PrimExpr& tap) {
-    arith::Analyzer analyzer;
-    auto at = [&](int64_t o, int64_t t) -> std::optional<int64_t> {
-      PrimExpr v = analyzer.Simplify(Replace(index, {out, tap}, {I(o), I(t)}));
-      if (v->kind != ExprKind::kIntImm) return std::nullopt;
-      return v->int_value;
-    };
-    std::optional<int64_t> base = at(0, 0), step = at(1, 0), next = at(0, 1), far = at(3, 2);
-    if (!base || !step || !next || !far) return std::nullopt;
-    Axis axis{*step - *base, *next - *base, *base};
-    bool affine = *far == *base + 3 * axis.stride + 2 * axis.dilation;
-    if (!affine || axis.stride < 1 || axis.dilation < 1) return std::nullopt;
-    return axis;
-  }
-
   // The plane form needs the weights as constants, all finite (a tap in the padding adds
   // 0 * w), and input rows and columns of constant stride, dilation and padding, the columns'
   // stride 1. (With a column stride of 2, copying each input row apart by column phase, so
@@ -1097,8 +1076,8 @@ class RowConv {
     for (int64_t i = 0; i < weights->num_elements(); ++i) {
       if (!std::isfinite(w[i])) return false;
     }
-    rows_ = AxisOf(conv_.x_indices[2], conv_.oh, conv_.kh);
-    cols_ = AxisOf(conv_.x_indices[3], conv_.ow, conv_.kw);
+    rows_ = AffineAxisOf(conv_.x_indices[2], conv_.oh, conv_.kh);
+    cols_ = AffineAxisOf(conv_.x_indices[3], conv_.ow, conv_.kw);
     return rows_ && cols_ && cols_->stride == 1;
   }
 
@@ -1216,7 +1195,7 @@ class RowConv {
   const int64_t lanes_;  // L: columns per register tile, row_vectors vectors of f32
   const bool unroll_taps_, parallel_rows_;
   bool plane_ = false;
-  std::optional<Axis> rows_, cols_;  // the plane form's input rows and columns
+  std::optional<AffineAxis> rows_, cols_;  // the plane form's input rows and columns
   int64_t stride_ = 1;
   PrimExpr ow_ = arith::MakeVar("ow"), t_ = arith::MakeVar("owt"), lane_ = arith::MakeVar("lane");
   PrimExpr c_ = arith::MakeVar("rc"), kh_ = arith::MakeVar("rkh"), kw_ = arith::MakeVar("rkw");

@@ -5,6 +5,7 @@
 
 #include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/conv_rule.h"
+#include "compiler/schedule/pool_rule.h"
 #include "compiler/schedule/reduce_rule.h"
 #include "compiler/schedule/rules.h"
 #include "compiler/schedule/winograd_rule.h"
@@ -151,6 +152,7 @@ ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
   }
   if (!rule) rule = ScheduleMatmul(func.body, target, constant_of);
   if (!rule) rule = ScheduleConv(func.body, target, constant_of);
+  if (!rule) rule = SchedulePool(func.body, target);
   if (!rule) rule = ScheduleRows(func.body, target);
   if (!rule) rule = ScheduledKernel{ScheduleLoopNests(func.body), std::nullopt};
   return *rule;

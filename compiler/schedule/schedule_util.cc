@@ -1,5 +1,7 @@
 #include "compiler/schedule/schedule_util.h"
 
+#include "compiler/arith/analyzer.h"
+
 namespace kiln::schedule {
 
 using arith::ExprKind;
@@ -18,6 +20,22 @@ PrimExpr Replace(const PrimExpr& e, const std::vector<PrimExpr>& from,
     }
     return nullptr;
   });
+}
+
+std::optional<AffineAxis> AffineAxisOf(const PrimExpr& index, const PrimExpr& out,
+                                       const PrimExpr& tap) {
+  arith::Analyzer analyzer;
+  auto at = [&](int64_t o, int64_t t) -> std::optional<int64_t> {
+    PrimExpr v = analyzer.Simplify(Replace(index, {out, tap}, {I(o), I(t)}));
+    if (v->kind != ExprKind::kIntImm) return std::nullopt;
+    return v->int_value;
+  };
+  std::optional<int64_t> base = at(0, 0), step = at(1, 0), next = at(0, 1), far = at(3, 2);
+  if (!base || !step || !next || !far) return std::nullopt;
+  AffineAxis axis{*step - *base, *next - *base, *base};
+  bool affine = *far == *base + 3 * axis.stride + 2 * axis.dilation;
+  if (!affine || axis.stride < 1 || axis.dilation < 1) return std::nullopt;
+  return axis;
 }
 
 ir::Stmt Prefetch(PrimExpr load) {

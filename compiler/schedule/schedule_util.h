@@ -1,7 +1,8 @@
-// Expression and loop builders the matmul and conv rules both use.
+// Expression and loop builders the matmul, conv and pool rules share.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "compiler/ir/loop.h"
@@ -16,6 +17,14 @@ bool IsVar(const arith::PrimExpr& e, const arith::PrimExpr& var);
 // `e` with each variable in `from` replaced by the expression at the same place in `to`.
 arith::PrimExpr Replace(const arith::PrimExpr& e, const std::vector<arith::PrimExpr>& from,
                         const std::vector<arith::PrimExpr>& to);
+
+// An input row (column) index of a window op, out * stride + tap * dilation + base, with
+// constants stride >= 1, dilation >= 1 and base; nullopt for an index of another form.
+struct AffineAxis {
+  int64_t stride, dilation, base;
+};
+std::optional<AffineAxis> AffineAxisOf(const arith::PrimExpr& index, const arith::PrimExpr& out,
+                                       const arith::PrimExpr& tap);
 
 // A hint to bring the cache line of `load`'s element in ahead of its use
 // (ir::intrinsic::kPrefetch).
