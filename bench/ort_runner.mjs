@@ -4,7 +4,11 @@
 // each output as DIR/<name>.npy (names sanitized like `kiln run` does) for comparison.
 //
 //   node bench/ort_runner.mjs MODEL.onnx --input NAME=FILE.npy ... [--threads N]
-//        [--warmup N] [--repeat N] [--out DIR]
+//        [--warmup N] [--repeat N] [--out DIR] [--profile PREFIX]
+//
+// --profile writes ORT's own profile (every node's kernel time in every run, Chrome trace
+// JSON) to PREFIX_<date and time>.json: where the time of a model goes, node by node, to set
+// beside `perf record` of the Kiln artifact.
 import fs from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
@@ -59,7 +63,7 @@ function writeNpy(file, tensor) {
 }
 
 function parseArgs(argv) {
-  const args = { model: '', inputs: [], threads: 1, warmup: 2, repeat: 20, out: '' };
+  const args = { model: '', inputs: [], threads: 1, warmup: 2, repeat: 20, out: '', profile: '' };
   for (let i = 0; i < argv.length; ++i) {
     const word = argv[i];
     if (!word.startsWith('--')) {
@@ -77,6 +81,8 @@ function parseArgs(argv) {
       args[word.slice(2)] = Number.parseInt(value, 10);
     } else if (word === '--out') {
       args.out = value;
+    } else if (word === '--profile') {
+      args.profile = value;
     } else {
       fail(`unknown flag '${word}'`);
     }
@@ -91,6 +97,7 @@ const session = await ort.InferenceSession.create(args.model, {
   intraOpNumThreads: args.threads,
   interOpNumThreads: args.threads,
   executionMode: 'sequential',
+  ...(args.profile && { enableProfiling: true, profileFilePrefix: args.profile }),
 });
 const feeds = Object.fromEntries(args.inputs.map(([name, file]) => [name, readNpy(file)]));
 const rssBeforeRuns = process.memoryUsage().rss;
@@ -109,6 +116,7 @@ if (args.out) {
     writeNpy(path.join(args.out, name.replace(/[^A-Za-z0-9._-]/g, '_') + '.npy'), tensor);
   }
 }
+if (args.profile) session.endProfiling();
 console.log('ort-bench ' + JSON.stringify({
   model: args.model,
   threads: args.threads,
