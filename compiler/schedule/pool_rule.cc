@@ -204,7 +204,10 @@ class PoolTiler {
     auto checked = [&](const PrimExpr& begin, const PrimExpr& end) {
       return ir::For(Ow(), begin, end - begin, ForKind::kSerial, pool_.element);
     };
-    Stmt row = ir::Seq({checked(I(0), lo_), ir::IfThenElse(rows_inside, Tiles(false), Tiles(true)),
+    // Rows clamped into x need a row to clamp to: x of no rows (all taps in the padding)
+    // keeps the kernel's own columns.
+    Stmt masked = ir::IfThenElse(Lt(I(0), pool_.x->shape[2]), Tiles(true), checked(lo_, hi_));
+    Stmt row = ir::Seq({checked(I(0), lo_), ir::IfThenElse(rows_inside, Tiles(false), masked),
                         checked(hi_, Width())});
     return ir::Let(lo_, first_inside, ir::Let(hi_, arith::Max(end_inside, lo_), row));
   }

@@ -70,6 +70,8 @@ std::vector<PoolCase> Cases() {
        .stride = 2,
        .pads = {0, 0, 0, 0},
        .ceil_mode = true},
+      // No input rows: every tap of the two output rows lies in the padding.
+      {.name = "no_input_rows", .c = 2, .h = 0, .w = 40, .k = 3, .pads = {2, 1, 2, 1}},
       {.name = "5x5_stride3", .c = 2, .h = 20, .w = 70, .k = 5, .stride = 3, .pads = {2, 2, 2, 2}},
   };
 }
