@@ -1,5 +1,5 @@
-// The pool rule, for a kernel that is legalize's 2-D max pool over f32 (any kernel size up to
-// kMaxPoolTaps taps, strides, dilations and padding, ceil_mode included): output rows in
+// The pool rule, for a kernel that is legalize's 2-D max pool over f32 (windows of up to 64
+// taps, any strides, dilations and padding, ceil_mode included): output rows in
 // parallel, the columns whose taps all lie inside the input vectorized with the taps
 // unrolled, the edge columns as legalize wrote them. nullopt for any other kernel.
 #pragma once
