@@ -944,13 +944,17 @@ class RowConv {
   // x at output column `ow` and tap (c, kh, kw), times the tap's weight; with `clamp_row`,
   // x is read at the input row clamped into the input.
   PrimExpr Product(const PrimExpr& ow, bool clamp_row = false) const {
+    return XAt(ow, clamp_row) * WeightAt();
+  }
+  PrimExpr XAt(const PrimExpr& ow, bool clamp_row) const {
     std::vector<PrimExpr> from = {conv_.ow, conv_.c, conv_.kh, conv_.kw};
     std::vector<PrimExpr> to = {ow, c_, kh_, kw_};
     std::vector<PrimExpr> at;
     for (const PrimExpr& i : conv_.x_indices) at.push_back(Replace(i, from, to));
     if (clamp_row) at[2] = arith::Min(arith::Max(at[2], I(0)), conv_.x->shape[2] - I(1));
-    return arith::Load(conv_.x, at) * arith::Load(conv_.w, {conv_.m, c_, kh_, kw_});
+    return arith::Load(conv_.x, at);
   }
+  PrimExpr WeightAt() const { return arith::Load(conv_.w, {conv_.m, c_, kh_, kw_}); }
 
   // for c, kh: if the input row is inside: for kw: taps(kw)
   Stmt OverTaps(Stmt taps) const {
@@ -984,8 +988,11 @@ class RowConv {
     };
     auto row = [&](bool masked_rows) {
       auto unchecked = [&](const PrimExpr& ow) { return UncheckedColumn(ow, masked_rows); };
+      TileCarry carry{[&](const PrimExpr& first) { return CarryInit(first, masked_rows); },
+                      [&](const PrimExpr& ow) { return UncheckedColumn(ow, masked_rows, true); }};
+      bool carries = std::ranges::any_of(CarriedFrom(), [](auto kw) { return kw.has_value(); });
       return ir::Seq({columns(I(0), lo, ForKind::kSerial, CheckedColumn()),
-                      UnrolledTiles(lo, hi, unchecked),
+                      UnrolledTiles(lo, hi, unchecked, carries ? &carry : nullptr),
                       columns(hi, conv_.width, ForKind::kSerial, CheckedColumn())});
     };
     if (!conv_.row_ok) return row(false);
@@ -1000,12 +1007,20 @@ class RowConv {
   // a few columns, the same values again). A vector loop of unknown length would leave them to a
   // scalar loop: with 16 lanes, most of a row of 28 and all of rows of 14 and 7. A row
   // narrower than every tile takes LLVM's vector loop.
+  // With `carry`, each tile (and the vector loop) starts the taps carried from column to
+  // column (CarriedFrom) at its first column and computes its columns with carry->column.
+  struct TileCarry {
+    std::function<Stmt(const PrimExpr&)> init, column;
+  };
   Stmt UnrolledTiles(const PrimExpr& lo, const PrimExpr& hi,
-                     const std::function<Stmt(const PrimExpr&)>& column) const {
+                     const std::function<Stmt(const PrimExpr&)>& column,
+                     const TileCarry* carry = nullptr) const {
     PrimExpr n = hi - lo;
     PrimExpr left = arith::FloorMod(n, I(lanes_));
     auto tile = [&](int64_t width, const PrimExpr& first) {
-      return Loop(lane_, I(width), ForKind::kVectorized, column(first + lane_));
+      if (!carry) return Loop(lane_, I(width), ForKind::kVectorized, column(first + lane_));
+      Stmt lanes = Loop(lane_, I(width), ForKind::kVectorized, carry->column(first + lane_));
+      return ir::Allocate(carry_, ir::Seq({carry->init(first), lanes}));
     };
     auto tiles = [&](int64_t width) {
       PrimExpr first = arith::Min(hi - left + t_ * I(width), hi - I(width));
@@ -1013,7 +1028,9 @@ class RowConv {
     };
     std::vector<int64_t> widths;
     for (int64_t width = kMinRowTile; width < lanes_; width *= 2) widths.push_back(width);
-    Stmt rest = ir::For(ow_, hi - left, left, ForKind::kVectorized, column(ow_));
+    Stmt rest = ir::For(ow_, hi - left, left, ForKind::kVectorized,
+                        carry ? carry->column(ow_) : column(ow_));
+    if (carry) rest = ir::Allocate(carry_, ir::Seq({carry->init(hi - left), rest}));
     for (auto it = widths.rbegin(); it != widths.rend(); ++it) {
       int64_t width = *it;
       PrimExpr covers = arith::Binary(ExprKind::kOr, Le(left, I(width)), Lt(n, I(2 * width)));
@@ -1025,30 +1042,100 @@ class RowConv {
     return ir::Seq({full, ir::IfThenElse(Lt(I(0), left), rest)});
   }
 
+  // A tap's x at column `ow` and its weight.
+  PrimExpr TapX(const PrimExpr& ow, bool clamp_row, int64_t c, int64_t kh, int64_t kw) const {
+    return Replace(XAt(ow, clamp_row), {c_, kh_, kw_}, {I(c), I(kh), I(kw)});
+  }
+  PrimExpr TapWeight(int64_t c, int64_t kh, int64_t kw) const {
+    return Replace(WeightAt(), {c_, kh_, kw_}, {I(c), I(kh), I(kw)});
+  }
+
   // Calls `tap(product, kh, kw)` for every tap at column `ow`, in (c, kh, kw) order.
   void ForEachTap(const PrimExpr& ow, bool clamp_row,
                   const std::function<void(PrimExpr, int64_t, int64_t)>& tap) const {
     for (int64_t c = 0; c < conv_.cg; ++c) {
       for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
         for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
-          tap(Replace(Product(ow, clamp_row), {c_, kh_, kw_}, {I(c), I(kh), I(kw)}), kh, kw);
+          tap(TapX(ow, clamp_row, c, kh, kw) * TapWeight(c, kh, kw), kh, kw);
         }
       }
     }
   }
 
-  // Column `ow`, every tap's column inside the input; with `masked_rows`, only the taps whose
-  // row is inside count (x read at a clamped row for the others, and not added).
-  Stmt UncheckedColumn(const PrimExpr& ow, bool masked_rows) const {
-    PrimExpr sum = arith::FloatImm(0);
-    ForEachTap(ow, masked_rows, [&](PrimExpr product, int64_t kh, int64_t) {
-      if (masked_rows) {
-        PrimExpr row_inside = Replace(conv_.row_ok, {conv_.kh}, {I(kh)});
-        product = arith::Select(row_inside, product, arith::FloatImm(0));
+  // With a column stride of 2 or more, tap kw at column ow reads the input column that tap
+  // CarriedFrom()[kw] (its base one stride further right) read at ow - 1: of a stride-2 3x3's
+  // x[2 ow - 1], x[2 ow], x[2 ow + 1], the first is the last of the column before. Loaded, that
+  // tap shares its phase with the last one, and LLVM gathered it (6 vgatherqps per 16-column
+  // tile in mobilenet_v2's stride-2 depthwise convs); carried in carry_ from column to column
+  // (a first-order recurrence) it becomes a lane shift of the vector the last tap loaded.
+  std::vector<std::optional<int64_t>> CarriedFrom() const {
+    std::vector<std::optional<int64_t>> from(conv_.taps_w);
+    if (stride_ < 2) return from;
+    arith::Analyzer analyzer;
+    std::vector<PrimExpr> base;
+    for (int64_t kw = 0; kw < conv_.taps_w; ++kw) base.push_back(analyzer.Simplify(Base(I(kw))));
+    for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+      for (int64_t next = kw + 1; next < conv_.taps_w && !from[kw]; ++next) {
+        PrimExpr step = analyzer.Simplify(base[next] - base[kw]);
+        if (step->is_const_int(stride_)) from[kw] = next;
       }
-      sum = sum + product;
-    });
-    return Epilogue(ow, arith::Cast(conv_.acc_t, sum));
+    }
+    return from;
+  }
+  int64_t CarrySlot(int64_t c, int64_t kh, int64_t kw) const {
+    return (c * conv_.taps_h + kh) * conv_.taps_w + kw;
+  }
+  // The carried taps' x at a tile's first column, loaded.
+  Stmt CarryInit(const PrimExpr& first, bool masked_rows) const {
+    std::vector<std::optional<int64_t>> from = CarriedFrom();
+    std::vector<Stmt> stmts;
+    for (int64_t c = 0; c < conv_.cg; ++c) {
+      for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+        for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+          if (!from[kw]) continue;
+          stmts.push_back(
+              ir::Store(carry_, {I(CarrySlot(c, kh, kw))}, TapX(first, masked_rows, c, kh, kw)));
+        }
+      }
+    }
+    return ir::Seq(stmts);
+  }
+
+  // Column `ow`, every tap's column inside the input; with `masked_rows`, only the taps whose
+  // row is inside count (x read at a clamped row for the others, and not added). With
+  // `carried`, the taps of CarriedFrom() take x from carry_, and each slot then takes the x
+  // its tap reads at the next column: its partner's here.
+  Stmt UncheckedColumn(const PrimExpr& ow, bool masked_rows, bool carried = false) const {
+    std::vector<std::optional<int64_t>> from(conv_.taps_w);
+    if (carried) from = CarriedFrom();
+    auto x = [&](int64_t c, int64_t kh, int64_t kw) {
+      if (from[kw]) return arith::Load(carry_, {I(CarrySlot(c, kh, kw))});
+      return TapX(ow, masked_rows, c, kh, kw);
+    };
+    PrimExpr sum = arith::FloatImm(0);
+    for (int64_t c = 0; c < conv_.cg; ++c) {
+      for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+        for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+          PrimExpr product = x(c, kh, kw) * TapWeight(c, kh, kw);
+          if (masked_rows) {
+            PrimExpr row_inside = Replace(conv_.row_ok, {conv_.kh}, {I(kh)});
+            product = arith::Select(row_inside, product, arith::FloatImm(0));
+          }
+          sum = sum + product;
+        }
+      }
+    }
+    std::vector<Stmt> stmts = {Epilogue(ow, arith::Cast(conv_.acc_t, sum))};
+    // In increasing kw: a partner that is carried too is read before its own slot changes.
+    for (int64_t c = 0; c < conv_.cg; ++c) {
+      for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+        for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+          if (from[kw])
+            stmts.push_back(ir::Store(carry_, {I(CarrySlot(c, kh, kw))}, x(c, kh, *from[kw])));
+        }
+      }
+    }
+    return ir::Seq(stmts);
   }
 
   Stmt CheckedColumn() const {
@@ -1202,6 +1289,9 @@ class RowConv {
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_)});
   Buffer half_ = arith::MakeBuffer("acc", DataType::Float(32), {I(lanes_ / 2)});
   Buffer one_ = arith::MakeBuffer("acc", DataType::Float(32), {I(1)});
+  // The carried taps' x (CarriedFrom), a slot per (c, kh, kw).
+  Buffer carry_ =
+      arith::MakeBuffer("carry", DataType::Float(32), {I(conv_.cg * conv_.taps_h * conv_.taps_w)});
   // The plane form's band of padded input rows, its columns and rows, and its output rows.
   Buffer pad_ = arith::MakeBuffer("pad", DataType::Float(32), {I(kPlaneFloats)});
   PrimExpr pw_ = arith::MakeVar("pw"), pad_rows_ = arith::MakeVar("pad_rows");
