@@ -23,8 +23,9 @@ namespace kiln::driver {
 // record is replayed into another space; also when what a knob builds changes enough that
 // its records' times mislead. 2: the conv tiler's tile_rows. 3: the conv row form's plane.
 // 5: the matmul's pack_a copies rows instead of interleaving them (a quarter faster at M =
-// 1024), so records that chose not to pack are retuned.
-inline constexpr int kTuningSpaceVersion = 5;
+// 1024), so records that chose not to pack are retuned. 6: the conv row form carries a
+// stride-2 row's repeated tap instead of gathering it (those convs about twice as fast).
+inline constexpr int kTuningSpaceVersion = 6;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).
