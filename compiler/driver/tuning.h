@@ -25,7 +25,8 @@ namespace kiln::driver {
 // 5: the matmul's pack_a copies rows instead of interleaving them (a quarter faster at M =
 // 1024), so records that chose not to pack are retuned. 6: the conv row form carries a
 // stride-2 row's repeated tap instead of gathering it (those convs about twice as fast).
-inline constexpr int kTuningSpaceVersion = 6;
+// 7: a pointwise conv gains the conv tiler's space beside the matmul's.
+inline constexpr int kTuningSpaceVersion = 7;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

@@ -24,10 +24,11 @@
 // columns. Each output element sums its products in (kh, kw, c) order, in f32 as the matmul rule
 // does, on one thread whatever the thread count.
 //
-// Pointwise convs take the matmul rule instead (PointwiseConv), and convs the tiler does not
+// Pointwise convs take the matmul rule instead (PointwiseConv), or the tiler where their
+// trace says so (ConvSpaces has both), and convs the tiler does not
 // take (depthwise, small groups) the row form (RowConv), or its plane form. The tile's
 // shape, the input-channel blocks and the parallel split of both forms are knobs (ConvKnobs,
-// ConvSpace), at the values described here by default, except that with weights packed at
+// ConvSpaces), at the values described here by default, except that with weights packed at
 // compile time the (ocb, oh) pairs form one parallel loop (parallel_blocks).
 #include "compiler/schedule/conv_rule.h"
 
@@ -261,7 +262,7 @@ int64_t MaxTileColumns(const ir::Target& target) { return target.VectorRegisters
 
 int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
 
-// The conv rule's knobs (see ConvSpace); the defaults, each the first choice.
+// The conv rule's knobs (see ConvSpaces); the defaults, each the first choice.
 // The tiler's:
 //  - tile_cols (P): output columns per register tile; TileColumns by default.
 //  - tile_vectors: vectors of output channels per tile (OCB = tile_vectors * lanes); two
@@ -1385,13 +1386,16 @@ std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& 
                                             const ConstantOf& constant_of, const Trace& trace) {
   std::optional<Conv> conv = MatchConv(body);
   if (!conv) return std::nullopt;
-  if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
+  // A pointwise conv is a matmul unless its trace asks for the tiler (its second space).
+  std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul();
+  if (m && trace.rule != "conv") {
     return TileMatmul(*m, target, constant_of, trace.rule == "matmul" ? trace : Trace{});
   }
   ConvKnobs knobs = KnobsOf(trace, target, conv->width);
   ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr, knobs);
   std::optional<Stmt> tiled = tiler.Build();
   if (tiled) return ScheduledKernel{*tiled, tiler.Packed()};
+  if (m) return TileMatmul(*m, target, constant_of, Trace{});
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
   std::optional<Stmt> row = RowConv(*conv, target, weights, knobs).Build();
   if (row) return ScheduledKernel{*row, std::nullopt};
@@ -1445,18 +1449,21 @@ SearchSpace RowSpace(const Conv& conv, const ir::Target& target, const ir::NDArr
 
 }  // namespace
 
-std::optional<SearchSpace> ConvSpace(const Stmt& body, const ir::Target& target,
-                                     const ConstantOf& constant_of) {
+std::vector<SearchSpace> ConvSpaces(const Stmt& body, const ir::Target& target,
+                                    const ConstantOf& constant_of) {
   std::optional<Conv> conv = MatchConv(body);
-  if (!conv) return std::nullopt;
-  if (PointwiseConv(*conv).AsMatmul()) return MatmulSpace(target);
+  if (!conv) return {};
   ConvKnobs defaults = KnobsOf({}, target, conv->width);
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
-  if (ConvTiler(*conv, target, weights, defaults).Takes()) {
-    return TilerSpace(*conv, target, weights);
+  const bool tiler = ConvTiler(*conv, target, weights, defaults).Takes();
+  if (PointwiseConv(*conv).AsMatmul()) {
+    std::vector<SearchSpace> spaces = {MatmulSpace(target)};
+    if (tiler) spaces.push_back(TilerSpace(*conv, target, weights));
+    return spaces;
   }
-  if (RowConv(*conv, target, weights, defaults).Takes()) return RowSpace(*conv, target, weights);
-  return std::nullopt;
+  if (tiler) return {TilerSpace(*conv, target, weights)};
+  if (RowConv(*conv, target, weights, defaults).Takes()) return {RowSpace(*conv, target, weights)};
+  return {};
 }
 
 }  // namespace kiln::schedule

@@ -97,8 +97,7 @@ std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& targe
     for (SearchSpace& library : LibrarySpaces(body, target)) spaces.push_back(std::move(library));
     return spaces;
   }
-  if (std::optional<SearchSpace> conv = ConvSpace(body, target, constant_of)) {
-    std::vector<SearchSpace> spaces = {*std::move(conv)};
+  if (std::vector<SearchSpace> spaces = ConvSpaces(body, target, constant_of); !spaces.empty()) {
     if (std::optional<SearchSpace> wino = WinogradSpace(body, target, constant_of)) {
       spaces.push_back(*std::move(wino));
     }

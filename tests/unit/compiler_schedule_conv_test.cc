@@ -630,8 +630,7 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
         std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "row_vectors", "parallel_rows"}},
         std::tuple{TunedCases()[7], "conv",
                    Names{"unroll_taps", "row_vectors", "parallel_rows", "plane"}},
-        std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}},
-        std::tuple{TunedCases()[6], "matmul", KnobNames(schedule::MatmulSpace(target))}}) {
+        std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}}}) {
     SCOPED_TRACE(conv.name);
     std::vector<schedule::SearchSpace> spaces = ConvSpaces(conv, target);
     ASSERT_EQ(spaces.size(), 1u);
@@ -639,6 +638,38 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
     EXPECT_EQ(KnobNames(spaces[0]), knobs);
     EXPECT_GT(spaces[0].Size(), 1);
   }
+}
+
+// A pointwise conv is tuned as a matmul (the default) and in the tiler's space, whose
+// kernel keeps output channels in the vector lanes.
+TEST_P(ScheduleConvTest, PointwiseConvIsTunedAsAMatmulAndInTheTilersSpace) {
+  ir::Target target = ResolvedTarget(GetParam());
+  const ConvCase pointwise = TunedCases()[6];
+  std::vector<schedule::SearchSpace> spaces = ConvSpaces(pointwise, target);
+  ASSERT_EQ(spaces.size(), 2u);
+  EXPECT_EQ(spaces[0].rule, "matmul");
+  EXPECT_EQ(KnobNames(spaces[0]), KnobNames(schedule::MatmulSpace(target)));
+  EXPECT_EQ(spaces[1].rule, "conv");
+  EXPECT_EQ(KnobNames(spaces[1])[0], "tile_cols");
+
+  ir::IRModule module = Fused(pointwise.Model(), target);
+  const ir::PrimFunc* kernel = ConvKernel(module);
+  ASSERT_NE(kernel, nullptr);
+  schedule::ConstantOf constants = ConstantsOfCall(module, *kernel);
+  auto built = [&](const schedule::Trace& trace) {
+    auto k = schedule::ScheduleConv(kernel->body, target, constants, trace);
+    EXPECT_TRUE(k.has_value());
+    return k ? ir::ToString(k->body) : "";
+  };
+  EXPECT_NE(built(spaces[1].Default()), built(spaces[0].Default()));
+  EXPECT_EQ(built(spaces[0].Default()), built({}));
+  // The tiler's kernel reads weights packed at compile time as [channel block, tap, lane]:
+  // output channels in the lanes, the 7 input channels the taps.
+  auto tiled = schedule::ScheduleConv(kernel->body, target, constants, spaces[1].Default());
+  ASSERT_TRUE(tiled && tiled->packed);
+  const int64_t lanes = 2 * std::max(4, target.vector_bits / 32);
+  EXPECT_EQ(tiled->packed->data.shape,
+            (std::vector<int64_t>{(pointwise.m + lanes - 1) / lanes, pointwise.c, lanes}));
 }
 
 // A conv whose constant weights the tiler packs at compile time, however deep, is tuned in the
@@ -663,8 +694,9 @@ TEST_P(ScheduleConvTest, DefaultTraceBuildsTheUntracedKernel) {
     ir::IRModule module = Fused(conv.Model(), target);
     const ir::PrimFunc* kernel = ConvKernel(module);
     ASSERT_NE(kernel, nullptr);
-    std::optional<schedule::SearchSpace> space = schedule::ConvSpace(kernel->body, target);
-    ASSERT_TRUE(space.has_value());
+    std::vector<schedule::SearchSpace> spaces = schedule::ConvSpaces(kernel->body, target);
+    ASSERT_FALSE(spaces.empty());
+    const schedule::SearchSpace* space = &spaces.front();
     schedule::ConstantOf constants = ConstantsOfCall(module, *kernel);
     auto built = [&](const schedule::Trace& trace) {
       auto k = schedule::ScheduleConv(kernel->body, target, constants, trace);
@@ -678,7 +710,9 @@ TEST_P(ScheduleConvTest, DefaultTraceBuildsTheUntracedKernel) {
     };
     std::string untraced = built({});
     EXPECT_EQ(built(space->Default()), untraced);
-    EXPECT_EQ(built(bogus), untraced);
+    // A pointwise conv's own rule is the matmul's; a trace of the conv rule asks for its
+    // second space, the tiler, at its defaults where the values are bogus.
+    EXPECT_EQ(built(bogus), spaces.size() > 1 ? built(spaces[1].Default()) : untraced);
     EXPECT_EQ(built({"openblas", {{"tile_cols", 2}}}), untraced);
   }
 }
@@ -707,13 +741,13 @@ TEST_P(ScheduleConvTest, ATallTileTakesNoMoreAccumulatorsThanRegisters) {
   EXPECT_EQ(built(14, 8), built(2, 8));  // 8 rows x 2 vectors: 1 or 2 columns
 }
 
-// Each knob at each of its choices, the others at their defaults: the kernel matches the
-// interpreter on one and three threads, and every choice builds a kernel of its own.
+// Each knob of each space at each of its choices, the others at their defaults: the kernel
+// matches the interpreter on one and three threads, and every choice builds a kernel of its
+// own.
 void ExpectEveryChoiceCorrect(const ConvCase& conv, const std::string& target_name) {
   ir::Target target = ResolvedTarget(target_name);
   std::vector<schedule::SearchSpace> spaces = ConvSpaces(conv, target);
   ASSERT_FALSE(spaces.empty());
-  const schedule::SearchSpace& space = spaces[0];
   std::string onnx = conv.Model();
   auto module = driver::ImportModel(onnx);
   ASSERT_TRUE(module.ok()) << module.status();
@@ -722,23 +756,29 @@ void ExpectEveryChoiceCorrect(const ConvCase& conv, const std::string& target_na
   if (conv.residual) inputs.push_back(RandomArray(out, 2));
   auto expected = interp::Run(*module, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
-  const std::string default_kernels = CompileWithTrace(onnx, target, space.Default()).kernels;
-  for (size_t knob = 0; knob < space.knobs.size(); ++knob) {
-    for (int64_t choice : space.knobs[knob].choices) {
-      schedule::Trace trace = space.Default();
-      trace.decisions[knob].value = choice;
-      SCOPED_TRACE(trace.ToJson());
-      TracedModel traced = CompileWithTrace(onnx, target, trace);
-      ASSERT_NE(traced.model, nullptr);
-      if (choice != space.knobs[knob].choices[0]) {
-        EXPECT_NE(traced.kernels, default_kernels) << "the knob changed nothing";
-      }
-      for (int threads : {1, 3}) {
-        std::string error;
-        ASSERT_TRUE(traced.model->SetNumThreads(threads, &error)) << error;
-        ir::NDArray result = RunModel(*traced.model, inputs,
-                                      {ir::NDArray::Zeros(arith::DataType::Float(32), out)})[0];
-        ExpectClose(result, (*expected)[0], "threads=" + std::to_string(threads));
+  // The conv rule's spaces and the matmul's (a pointwise conv has both), not Winograd's
+  // (its own test) or a library's.
+  for (const schedule::SearchSpace& space : spaces) {
+    if (space.rule != "conv" && space.rule != "matmul") continue;
+    SCOPED_TRACE(space.rule);
+    const std::string default_kernels = CompileWithTrace(onnx, target, space.Default()).kernels;
+    for (size_t knob = 0; knob < space.knobs.size(); ++knob) {
+      for (int64_t choice : space.knobs[knob].choices) {
+        schedule::Trace trace = space.Default();
+        trace.decisions[knob].value = choice;
+        SCOPED_TRACE(trace.ToJson());
+        TracedModel traced = CompileWithTrace(onnx, target, trace);
+        ASSERT_NE(traced.model, nullptr);
+        if (choice != space.knobs[knob].choices[0]) {
+          EXPECT_NE(traced.kernels, default_kernels) << "the knob changed nothing";
+        }
+        for (int threads : {1, 3}) {
+          std::string error;
+          ASSERT_TRUE(traced.model->SetNumThreads(threads, &error)) << error;
+          ir::NDArray result = RunModel(*traced.model, inputs,
+                                        {ir::NDArray::Zeros(arith::DataType::Float(32), out)})[0];
+          ExpectClose(result, (*expected)[0], "threads=" + std::to_string(threads));
+        }
       }
     }
   }
