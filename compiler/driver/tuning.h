@@ -25,8 +25,9 @@ namespace kiln::driver {
 // 5: the matmul's pack_a copies rows instead of interleaving them (a quarter faster at M =
 // 1024), so records that chose not to pack are retuned. 6: the conv row form carries a
 // stride-2 row's repeated tap instead of gathering it (those convs about twice as fast).
-// 7: a pointwise conv gains the conv tiler's space beside the matmul's.
-inline constexpr int kTuningSpaceVersion = 7;
+// 7: a pointwise conv gains the conv tiler's space beside the matmul's. 8: the conv row
+// form's plane form sums a band flattened (full tiles on narrow planes).
+inline constexpr int kTuningSpaceVersion = 8;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

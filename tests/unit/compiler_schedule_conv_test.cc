@@ -137,6 +137,18 @@ std::vector<ConvCase> Cases() {
        .k = 3,
        .group = 11,
        .pads = {1, 1, 1, 1}},
+      // The plane form, dilated: its band's sums flattened at a pitch of 11 + 4 columns, the
+      // residual added to each output row from them.
+      {.name = "depthwise_dilation2_residual",
+       .c = 7,
+       .m = 7,
+       .h = 9,
+       .w = 11,
+       .k = 3,
+       .dilation = 2,
+       .group = 7,
+       .pads = {2, 2, 2, 2},
+       .residual = true},
       // Every row and column near an edge: taps checked one by one on most of the plane.
       {.name = "depthwise_5x5_small_plane",
        .c = 6,
@@ -389,6 +401,26 @@ TEST_P(ScheduleConvTest, NarrowDepthwiseRowsTakeThePlaneForm) {
   std::string kernels =
       ScheduledKernels(SymbolicPlaneDepthwise({1, 1}, {1, 1, 1, 1}, weights), GetParam());
   EXPECT_EQ(kernels.find(plane), std::string::npos);
+}
+
+// A plane form's rows narrower than a vector sum their band flattened, the rows PW (the padded
+// width) apart, in tiles of whole vectors: a plane of 7 x 7 (padding 1, PW 9) is one run of 61
+// sums, a tile of two 16-lane vectors and two of one. Row by row, each row of 7 took two tiles
+// of 4 lanes. Rows of a vector or wider sum their taps in their own tiles.
+TEST(ScheduleConvPlaneFormTest, RowsNarrowerThanAVectorSumTheBandFlattened) {
+  auto depthwise = [](int64_t size) {
+    ConvCase conv{.name = "depthwise", .c = 6, .m = 6, .h = size, .w = size, .k = 3, .group = 6};
+    conv.pads = {1, 1, 1, 1};
+    return ScheduledKernels(conv.Model(), "x86_64-v4");
+  };
+  const std::string flat = "sums[0 + owt * 32 + lane] = 0.0 + pad[";
+  std::string narrow = depthwise(7);
+  EXPECT_NE(narrow.find("alloc pad"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find(flat), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("cast<f64>(sums[(i2 - oh0) * 1 * pw + "), std::string::npos) << narrow;
+  std::string wide = depthwise(28);
+  EXPECT_NE(wide.find("alloc pad"), std::string::npos) << wide;
+  EXPECT_EQ(wide.find("sums["), std::string::npos) << wide;
 }
 
 // The plane form against the interpreter: planes of one row to several bands of rows (a band
