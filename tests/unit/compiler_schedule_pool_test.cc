@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/codegen.h"
+#include "compiler/driver/pipeline.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/schedule/pool_rule.h"
 #include "tests/support/onnx_builder.h"
@@ -111,9 +113,36 @@ TEST_P(SchedulePoolTest, MaxPoolRowsRunInParallelInVectorTiles) {
   EXPECT_NE(kernels.find("for lane in range(0, " + std::to_string(lanes) + ") vectorized"),
             std::string::npos)
       << kernels;
-  // 9 taps unrolled into one expression.
-  EXPECT_NE(kernels.find("max(max(max(max(max(max(max(max(max(-inf, A0["), std::string::npos)
+  // 9 taps unrolled into one expression, the first of each row carried from the column
+  // before (stride 2).
+  EXPECT_NE(kernels.find("max(max(max(max(max(max(max(max(max(-inf, carry[0]), A0["),
+            std::string::npos)
       << kernels;
+  EXPECT_NE(kernels.find("carry[3] = A0["), std::string::npos) << kernels;
+  // A stride of 1 carries nothing.
+  std::string stride1 = ScheduledKernels(Cases()[3].Model(), GetParam());
+  EXPECT_EQ(stride1.find("carry"), std::string::npos) << stride1;
+}
+
+// Along a row of stride 2 the tiles carry each row's first tap from the column before, so that
+// LLVM loads only whole pairs of columns and runs every column of a tile as a vector. Loaded,
+// the first tap made it keep a scalar remainder: a tile of 16 ran 8 columns one at a time.
+// Without padding, every column of the pool is a tile's.
+TEST(SchedulePoolRuleTest, StrideTwoTilesHaveNoScalarColumns) {
+  PoolCase pool{.name = "unpadded", .c = 4, .h = 33, .w = 65, .k = 3, .stride = 2};
+  for (const char* name : {"x86_64-v3", "x86_64-v4"}) {
+    SCOPED_TRACE(name);
+    auto module = driver::ImportModel(pool.Model());
+    ASSERT_TRUE(module.ok()) << module.status();
+    auto target = ir::ParseTarget(name);
+    ASSERT_TRUE(target.ok()) << target.status();
+    auto lowered = driver::RunPipeline(*std::move(module), nullptr, "", &*target);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    auto text = codegen::EmitLLVMText(*lowered, "", *target);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_NE(text->find("fcmp ogt <"), std::string::npos) << *text;
+    EXPECT_EQ(text->find("fcmp ogt float "), std::string::npos) << *text;
+  }
 }
 
 TEST_P(SchedulePoolTest, MaxPoolsMatchTheInterpreterOnOneAndThreeThreads) {
