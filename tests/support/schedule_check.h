@@ -47,6 +47,20 @@ inline std::string ScheduledKernels(const std::string& onnx, const std::string& 
   return lowered.ok() ? ir::ToString(*lowered) : "";
 }
 
+// The whole pipeline's module for `target` as LLVM IR text, after LLVM's optimizations.
+inline std::string KernelsLLVMText(const std::string& onnx, const std::string& target) {
+  auto m = driver::ImportModel(onnx);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return "";
+  ir::Target t = *ir::ParseTarget(target);
+  auto lowered = driver::RunPipeline(*std::move(m), nullptr, "", &t);
+  EXPECT_TRUE(lowered.ok()) << lowered.status();
+  if (!lowered.ok()) return "";
+  auto text = codegen::EmitLLVMText(*lowered, "", t);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
 // A one-output f32 model compiled for a target and loaded.
 class Compiled {
  public:

@@ -368,18 +368,11 @@ TEST_P(ScheduleConvTest, StridedDepthwiseRowsCarryATap) {
             std::string::npos);
   EXPECT_EQ(ScheduledKernels(SymbolicPlaneDepthwise(1), GetParam()).find("alloc carry"),
             std::string::npos);
-  auto module = driver::ImportModel(SymbolicPlaneDepthwise(2));
-  ASSERT_TRUE(module.ok()) << module.status();
-  auto target = ir::ParseTarget(GetParam());
-  ASSERT_TRUE(target.ok()) << target.status();
-  auto lowered = driver::RunPipeline(*std::move(module), nullptr, "", &*target);
-  ASSERT_TRUE(lowered.ok()) << lowered.status();
-  auto text = codegen::EmitLLVMText(*lowered, "", *target);
-  ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_NE(text->find("fused_conv_relu"), std::string::npos);
+  std::string text = KernelsLLVMText(SymbolicPlaneDepthwise(2), GetParam());
+  EXPECT_NE(text.find("fused_conv_relu"), std::string::npos);
   // The tiles' loads are unconditional: a gather of theirs has a constant mask. (The edge
   // columns check each tap, and LLVM vectorizes some of them with masked gathers.)
-  std::istringstream lines(*text);
+  std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("call <") == std::string::npos) continue;
     bool unmasked_gather = line.find("@llvm.masked.gather") != std::string::npos &&
@@ -499,23 +492,16 @@ TEST_P(ScheduleConvTest, PointwiseWeightsArePackedAtCompileTimeWhereTheTilerPack
 // The register tile lives in registers: the optimized kernel keeps no stack buffer in its
 // parallel body, and LLVM needed no run-time overlap checks between buffers to vectorize.
 TEST_P(ScheduleConvTest, TiledConvKeepsItsAccumulatorsInRegisters) {
-  auto module = driver::ImportModel(Cases()[0].Model());
-  ASSERT_TRUE(module.ok()) << module.status();
-  auto target = ir::ParseTarget(GetParam());
-  ASSERT_TRUE(target.ok()) << target.status();
-  auto lowered = driver::RunPipeline(*std::move(module), nullptr, "", &*target);
-  ASSERT_TRUE(lowered.ok()) << lowered.status();
-  auto text = codegen::EmitLLVMText(*lowered, "", *target);
-  ASSERT_TRUE(text.ok()) << text.status();
+  std::string text = KernelsLLVMText(Cases()[0].Model(), GetParam());
   // The outlined parallel body: `define ... @fused_conv_relu_0.parallel0(...)`.
-  size_t begin = text->find("\ndefine ");
+  size_t begin = text.find("\ndefine ");
   while (begin != std::string::npos &&
-         text->substr(begin, text->find('\n', begin + 1) - begin).find(".parallel") ==
+         text.substr(begin, text.find('\n', begin + 1) - begin).find(".parallel") ==
              std::string::npos) {
-    begin = text->find("\ndefine ", begin + 1);
+    begin = text.find("\ndefine ", begin + 1);
   }
-  ASSERT_NE(begin, std::string::npos) << *text;
-  std::string body = text->substr(begin, text->find("\n}\n", begin) - begin);
+  ASSERT_NE(begin, std::string::npos) << text;
+  std::string body = text.substr(begin, text.find("\n}\n", begin) - begin);
   EXPECT_NE(body.find("fused_conv"), std::string::npos) << body;
   EXPECT_EQ(body.find("alloca"), std::string::npos) << body;
   EXPECT_EQ(body.find("found.conflict"), std::string::npos) << body;
