@@ -11,7 +11,7 @@
 //           for kh: if the input row is inside: for kw:
 //             for c:
 //               acc[p][lane] += x[n, ch, ih, iw(p)] * wp[kh, kw, c][lane]   (P x OCB, unrolled)
-//           epilogue(acc[p][lane]) stored to out[n, oc, oh, ow] (oc < M, ow < OW)
+//           epilogue(acc[p][:]) stored to out[n, oc, oh, ow] (oc < M, ow < OW), lanes vectorized
 //
 // acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
 // LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
@@ -679,13 +679,15 @@ class ConvTiler {
 
   // An interior tile reads every tap unchecked; a border tile masks the taps in the padding;
   // a partial tile also clamps its columns into the row, and only it, as the clamp costs each
-  // column its own address.
+  // column its own address. The epilogue runs on whole vectors of output channels: lane by
+  // lane, LLVM kept each element's bias add and relu scalar on AVX-512, its address spilled
+  // (the stem conv, 3 -> 32 channels, ran 1.3x slower).
   Stmt Tile() const {
     Stmt zero = OverTile(ir::Store(acc_, AccAt(), arith::FloatImm(0)));
     Stmt border = Reduce(true, false);
     if (!ProvedWhole()) border = ir::IfThenElse(Whole(), border, Reduce(true, true));
     Stmt reduce = ir::IfThenElse(Interior(), Reduce(false, false), border);
-    return ir::Allocate(acc_, ir::Seq({zero, reduce, OverTile(Epilogue())}));
+    return ir::Allocate(acc_, ir::Seq({zero, reduce, OverTile(Epilogue(), ForKind::kVectorized)}));
   }
 
   // A constant row at least a tile wide: every tile is whole, so every column of it inside
