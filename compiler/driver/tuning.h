@@ -26,8 +26,10 @@ namespace kiln::driver {
 // 1024), so records that chose not to pack are retuned. 6: the conv row form carries a
 // stride-2 row's repeated tap instead of gathering it (those convs about twice as fast).
 // 7: a pointwise conv gains the conv tiler's space beside the matmul's. 8: the conv row
-// form's plane form sums a band flattened (full tiles on narrow planes).
-inline constexpr int kTuningSpaceVersion = 8;
+// form's plane form sums a band flattened (full tiles on narrow planes). 9: the conv tiler's
+// epilogue runs on whole vectors (a pointwise conv's choice between the tiler and the matmul
+// rule, and the tiler's tile widths, shift).
+inline constexpr int kTuningSpaceVersion = 9;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).
