@@ -613,23 +613,42 @@ class ConvTiler {
   // The kernel's epilogue at (n, oc, oh, ow), reading the finished sum from acc.
   Stmt Epilogue() const {
     PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, AccAt()));
-    std::vector<PrimExpr> from = {conv_.m, conv_.oh, conv_.ow}, to = {Oc(), Oh(), Ow()};
     auto rewrite = [&](const PrimExpr& e) {
       PrimExpr r = arith::Substitute(e, [&](const PrimExpr& x) -> PrimExpr {
         if (x->kind == ExprKind::kLoad && x->buffer == conv_.acc) return sum;
+        if (x->kind == ExprKind::kLoad) return arith::Load(x->buffer, At(x->buffer, x->args));
         return nullptr;
       });
-      return Replace(r, from, to);
+      return Replace(r, {conv_.m, conv_.oh, conv_.ow}, {Oc(), Oh(), Ow()});
     };
     std::vector<Stmt> stores;
     for (const Stmt& s : conv_.epilogue) {
-      std::vector<PrimExpr> at;
-      for (const PrimExpr& i : s->indices) at.push_back(Replace(i, from, to));
-      stores.push_back(ir::Store(s->buffer, at, rewrite(s->value)));
+      stores.push_back(ir::Store(s->buffer, At(s->buffer, s->indices), rewrite(s->value)));
     }
     PrimExpr inside = And(ProvedWholeBlocks() ? PrimExpr() : Lt(Oc(), M()),
                           ProvedWhole() ? PrimExpr() : Lt(Ow(), conv_.width));
     return inside ? ir::IfThenElse(inside, ir::Seq(stores)) : ir::Seq(stores);
+  }
+
+  // The epilogue's access b[indices] at output element (n, oc, oh, ow). An element's own slot
+  // b[n, oc, oh, ow] of a plane of constant size is addressed as b[n, ocb * OCB, oh,
+  // ow + lane * plane], the same element: the lane's offset is then a constant vector, and the
+  // vectorized store a scatter of 32-bit offsets from one base (from b[n, oc, oh, ow] LLVM kept
+  // a chain of 64-bit vector multiplies, and split each 16-lane scatter in two).
+  std::vector<PrimExpr> At(const Buffer& b, const std::vector<PrimExpr>& indices) const {
+    const std::vector<PrimExpr> own = {conv_.n, conv_.m, conv_.oh, conv_.ow};
+    bool own_slot = indices.size() == own.size() && b->shape[2]->kind == ExprKind::kIntImm &&
+                    b->shape[3]->kind == ExprKind::kIntImm;
+    for (size_t d = 0; own_slot && d < own.size(); ++d) own_slot = IsVar(indices[d], own[d]);
+    if (own_slot) {
+      int64_t plane = b->shape[2]->int_value * b->shape[3]->int_value;
+      return {conv_.n, ocb_ * I(lanes_), Oh(), Ow() + lane_ * I(plane)};
+    }
+    std::vector<PrimExpr> at;
+    for (const PrimExpr& i : indices) {
+      at.push_back(Replace(i, {conv_.m, conv_.oh, conv_.ow}, {Oc(), Oh(), Ow()}));
+    }
+    return at;
   }
 
   // Every block of output channels lies inside M. With the checks that always hold left out,
