@@ -28,8 +28,9 @@ namespace kiln::driver {
 // 7: a pointwise conv gains the conv tiler's space beside the matmul's. 8: the conv row
 // form's plane form sums a band flattened (full tiles on narrow planes). 9: the conv tiler's
 // epilogue runs on whole vectors (a pointwise conv's choice between the tiler and the matmul
-// rule, and the tiler's tile widths, shift).
-inline constexpr int kTuningSpaceVersion = 9;
+// rule, and the tiler's tile widths, shift). 10: the conv tiler's parallel_blocks knob is
+// gone (records that ran a block at a time, slow on two threads, are retuned).
+inline constexpr int kTuningSpaceVersion = 10;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

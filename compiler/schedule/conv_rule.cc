@@ -27,9 +27,9 @@
 // Pointwise convs take the matmul rule instead (PointwiseConv), or the tiler where their
 // trace says so (ConvSpaces has both), and convs the tiler does not
 // take (depthwise, small groups) the row form (RowConv), or its plane form. The tile's
-// shape, the input-channel blocks and the parallel split of both forms are knobs (ConvKnobs,
+// shape, the input-channel blocks and the row form's parallel split are knobs (ConvKnobs,
 // ConvSpaces), at the values described here by default, except that with weights packed at
-// compile time the (ocb, oh) pairs form one parallel loop (parallel_blocks).
+// compile time the (ocb, oh) pairs form one parallel loop (always: see Build).
 #include "compiler/schedule/conv_rule.h"
 
 #include <cmath>
@@ -274,11 +274,8 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //    A tall tile takes at most as many accumulators as registers: fewer columns (KnobsOf).
 //  - channel_block: input channels per reduction block, all taps summed over one block before
 //    the next, so the block's input rows stay in L1 across the taps; 0 (all of them) by default.
-//  - parallel_blocks: run (output channel block, row) pairs in parallel rather than the rows
-//    of one block at a time: more tasks on a small plane, and one parallel loop per conv
-//    instead of one per block. On by default: resnet18's 7-row convs split 4 + 3 rows over two
-//    threads, block after block, and ran 1.6x faster than on one thread, 2x with pairs. Only
-//    with weights packed at compile time (a block packed at run time is shared by its rows).
+//  The tiler's parallel split is no knob: tuning times a kernel on one thread (unless the
+//  target names more), where a split that would starve a second thread costs nothing.
 // The row form's:
 //  - unroll_taps: sum a few taps (at most kMaxUnrolledTaps) unrolled, or in register tiles.
 //  - row_vectors: vectors of output columns per register tile (L = row_vectors * lanes).
@@ -290,7 +287,6 @@ struct ConvKnobs {
   int64_t tile_vectors = 2;
   int64_t tile_rows = 1;
   int64_t channel_block = 0;
-  bool parallel_blocks = true;
   bool unroll_taps = true;
   int64_t row_vectors = 2;
   bool parallel_rows = false;
@@ -324,7 +320,6 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
     k.tile_cols = std::max<int64_t>(1, target.VectorRegisters() / per_column);
   }
   k.channel_block = std::max<int64_t>(0, t.Get("channel_block", 0));
-  k.parallel_blocks = t.Get("parallel_blocks", k.parallel_blocks) != 0;
   k.unroll_taps = t.Get("unroll_taps", 1) != 0;
   k.row_vectors = InRange(t.Get("row_vectors", 2), kMaxKnobVectors, 2);
   k.parallel_rows = t.Get("parallel_rows", 0) != 0;
@@ -343,7 +338,6 @@ class ConvTiler {
         cols_(knobs.tile_cols),
         rows_(knobs.tile_rows),
         channel_block_(ChannelBlock(conv, knobs.channel_block)),
-        parallel_blocks_(knobs.parallel_blocks && IsWeightConstant(conv, weights)),
         weights_(IsWeightConstant(conv, weights) ? weights : nullptr) {
     // One row per tile: the task's row is the conv's own row variable.
     if (rows_ == 1) ohg_ = conv_.oh;
@@ -380,8 +374,14 @@ class ConvTiler {
     channel_ = *BlockChannel(conv_.channels->int_value, conv_.x->shape[1]->int_value);
     PrimExpr blocks = CeilDiv(conv_.channels, lanes_);
     PrimExpr groups = rows_ == 1 ? conv_.height : CeilDiv(conv_.height, rows_);
-    if (parallel_blocks_) {
-      // Task t is row group t % G of block t / G.
+    if (weights_) {
+      // Weights packed at compile time: (block, row group) pairs form one parallel loop, task
+      // t row group t % G of block t / G. More tasks on a small plane than rows, and one
+      // parallel loop per conv, not one per block: resnet18's 7-row convs ran 2x faster on
+      // two threads than on one, against 1.6x a block at a time (4 + 3 rows, 8 loops of 7
+      // tasks); a 1x1 conv of 320 -> 1280 channels on a 7x7 plane (mobilenet_v2's last, 40
+      // blocks) 2.7x faster than a block at a time, which on two threads ran slower than on
+      // one. A block packed at run time is shared by its rows: a block at a time.
       PrimExpr task = arith::MakeVar("task");
       Stmt pair = ir::Let(ocb_, arith::FloorDiv(task, groups),
                           ir::Let(ohg_, arith::FloorMod(task, groups), Columns()));
@@ -389,7 +389,7 @@ class ConvTiler {
                   Loop(task, blocks * groups, ForKind::kParallel, pair));
     }
     Stmt rows = Loop(ohg_, groups, ForKind::kParallel, Columns());
-    Stmt block = weights_ ? rows : ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
+    Stmt block = ir::Allocate(packed_, ir::Seq({PackWeights(), rows}));
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
                 Loop(ocb_, blocks, ForKind::kSerial, block));
   }
@@ -720,7 +720,6 @@ class ConvTiler {
   int64_t cols_;           // P: output columns per register tile
   int64_t rows_;           // R: output rows per register tile
   int64_t channel_block_;  // input channels per reduction block
-  bool parallel_blocks_;   // (block, row) pairs in parallel
   PrimExpr first_;         // set for the one narrower tile that ends a row (Columns)
   PrimExpr channel_;
   PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt"), cb_ = arith::MakeVar("cb");
@@ -1498,8 +1497,7 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target, const ir::NDA
           {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
            {"tile_vectors", Choices(2, {1, 4}, takes)},
            {"tile_rows", {1, 2}},
-           {"channel_block", Choices(0, {16, 32, 64, 8}, splits)},
-           {"parallel_blocks", {1, 0}}}};
+           {"channel_block", Choices(0, {16, 32, 64, 8}, splits)}}};
 }
 
 // The row form's knobs: whether few taps are unrolled, the register tile's width, the

@@ -658,8 +658,7 @@ std::vector<std::string> KnobNames(const schedule::SearchSpace& space) {
 TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
   ir::Target target = ResolvedTarget(GetParam());
   using Names = std::vector<std::string>;
-  const Names tiler = {"tile_cols", "tile_vectors", "tile_rows", "channel_block",
-                       "parallel_blocks"};
+  const Names tiler = {"tile_cols", "tile_vectors", "tile_rows", "channel_block"};
   for (const auto& [conv, rule, knobs] :
        {std::tuple{TunedCases()[0], "conv", tiler},
         std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "row_vectors", "parallel_rows"}},
@@ -672,6 +671,37 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
     EXPECT_EQ(spaces[0].rule, rule);
     EXPECT_EQ(KnobNames(spaces[0]), knobs);
     EXPECT_GT(spaces[0].Size(), 1);
+  }
+}
+
+// With weights packed at compile time, the tiler runs (block, row) pairs as one parallel loop
+// whatever the trace says: a trace of tuning space 9 could ask for a block at a time (one
+// parallel loop of a few rows per block), which a one-thread measurement could not tell from
+// pairs and which ran slower on two threads than on one.
+TEST_P(ScheduleConvTest, TiledConvRunsBlockRowPairsAsOneParallelLoop) {
+  ir::Target target = ResolvedTarget(GetParam());
+  const ConvCase conv = TunedCases()[0];
+  ir::IRModule module = Fused(conv.Model(), target);
+  const ir::PrimFunc* kernel = ConvKernel(module);
+  ASSERT_NE(kernel, nullptr);
+  schedule::ConstantOf constants = ConstantsOfCall(module, *kernel);
+  const schedule::Trace defaults = ConvSpaces(conv, target)[0].Default();
+  schedule::Trace block_at_a_time = defaults;
+  std::erase_if(block_at_a_time.decisions,
+                [](const auto& d) { return d.knob == "parallel_blocks"; });
+  block_at_a_time.decisions.push_back({"parallel_blocks", 0});
+  for (const schedule::Trace& trace : {defaults, block_at_a_time}) {
+    SCOPED_TRACE(trace.ToJson());
+    auto scheduled = schedule::ScheduleConv(kernel->body, target, constants, trace);
+    ASSERT_TRUE(scheduled.has_value());
+    std::string text = ir::ToString(scheduled->body);
+    size_t first = text.find(") parallel {");
+    ASSERT_NE(first, std::string::npos) << text;
+    EXPECT_EQ(text.find(") parallel {", first + 1), std::string::npos) << text;
+    // Tasks: blocks of output channels x the plane's 11 rows.
+    EXPECT_NE(text.find("for task in range(0, floordiv(19 + "), std::string::npos) << text;
+    EXPECT_NE(text.find(" * 11) parallel {"), std::string::npos) << text;
+    EXPECT_EQ(text.find("for ocb in"), std::string::npos) << text;
   }
 }
 
