@@ -29,8 +29,9 @@ namespace kiln::driver {
 // form's plane form sums a band flattened (full tiles on narrow planes). 9: the conv tiler's
 // epilogue runs on whole vectors (a pointwise conv's choice between the tiler and the matmul
 // rule, and the tiler's tile widths, shift). 10: the conv tiler's parallel_blocks knob is
-// gone (records that ran a block at a time, slow on two threads, are retuned).
-inline constexpr int kTuningSpaceVersion = 10;
+// gone (records that ran a block at a time, slow on two threads, are retuned). 11: the matmul
+// rule's pack_b knob (a pointwise conv reads its input plane in place by default).
+inline constexpr int kTuningSpaceVersion = 11;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

@@ -769,7 +769,8 @@ class PointwiseConv {
              .c = out,
              .c_flat_dims = 1,
              .a_load = arith::Load(conv_.w, {conv_.m, conv_.c, I(0), I(0)}),
-             .b_load = arith::Load(conv_.x, {conv_.n, conv_.c, I(0), p})};
+             .b_load = arith::Load(conv_.x, {conv_.n, conv_.c, I(0), p}),
+             .reads_b_in_place = true};
     std::vector<PrimExpr> at = {conv_.n, conv_.m, I(0), p};
     PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(out, at));
     for (const Stmt& s : conv_.epilogue) {
@@ -1523,7 +1524,7 @@ std::vector<SearchSpace> ConvSpaces(const Stmt& body, const ir::Target& target,
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
   const bool tiler = ConvTiler(*conv, target, weights, defaults).Takes();
   if (PointwiseConv(*conv).AsMatmul()) {
-    std::vector<SearchSpace> spaces = {MatmulSpace(target)};
+    std::vector<SearchSpace> spaces = {MatmulSpace(target, false, /*reads_b_in_place=*/true)};
     if (tiler) spaces.push_back(TilerSpace(*conv, target, weights));
     return spaces;
   }

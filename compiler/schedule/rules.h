@@ -58,6 +58,9 @@ struct Matmul {
   // A packed at compile time (TileMatmul sets it): row tiles of MR rows, packed[t, k, ii] is
   // A[min(t * MR + ii, M - 1), k].
   arith::Buffer a_packed;
+  // Whether the tiled form reads B's rows in place unless its trace says to pack them (the
+  // pack_b knob): B is a pointwise conv's input plane.
+  bool reads_b_in_place = false;
 };
 
 // The matmul legalize makes (C = A @ B over f32, any batch dims, maybe with an element-wise
@@ -82,10 +85,12 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
                            const ConstantOf& constant_of = nullptr, const Trace& trace = {});
 
 // The matmul rule's knobs for `target`: register tile rows and vectors, reduction block,
-// columns per task, row tiles per task, whether A is packed; with `matvec_reads_b` (the kernel
-// may have one row and B is not a constant packed at compile time) also the one-row form's
-// panel width.
-SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b = false);
+// columns per task, row tiles per task, whether A is packed; with `matvec_reads_b` (the
+// kernel may have one row and B is not a constant packed at compile time) also the one-row
+// form's panel width; with `reads_b_in_place` (Matmul::reads_b_in_place) also whether B is
+// packed, reading it in place the first choice.
+SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b = false,
+                        bool reads_b_in_place = false);
 
 // The GPU rules, for every kernel of a GPU target (gpu_rule.cc). A block's gpu_thread loops
 // run one after another with a barrier between them (phases), so values that pass from one

@@ -73,6 +73,9 @@ std::vector<ConvCase> Cases() {
       {.name = "1x1_many_channels", .c = 70, .m = 9, .h = 5, .w = 7, .k = 1},
       // More input channels than one depth block of the matmul rule: partial sums in out.
       {.name = "1x1_deep_residual", .c = 300, .m = 13, .h = 5, .w = 6, .k = 1, .residual = true},
+      // A plane of more positions than one column block of the matmul rule (128): whole
+      // panels of B read in place in both blocks, the second's last one copied.
+      {.name = "1x1_two_column_blocks", .c = 12, .m = 24, .h = 12, .w = 13, .k = 1},
       {.name = "3x3_residual",
        .c = 9,
        .m = 21,
@@ -483,16 +486,6 @@ TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
   ExpectClose(Compiled(onnx, GetParam()).Run(inputs, {2, 19, 7, 7}, 1), (*expected)[0], "");
 }
 
-// A pointwise conv takes the matmul rule over the flattened plane: B (x) packed in panels of
-// positions, the residual epilogue fused into the tile's store.
-TEST_P(ScheduleConvTest, PointwiseConvIsAMatmulOverThePlane) {
-  ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
-  std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
-  EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
-  EXPECT_EQ(kernels.find("packed_w"), std::string::npos) << kernels;
-  EXPECT_NE(kernels.find("prim_func @fused_conv_add"), std::string::npos) << kernels;
-}
-
 // A pointwise conv's constant weights, its matmul's A, are packed at compile time where the
 // knobs pack A (AVX-512's 14-row tiles): the kernel packs no A itself, only B (its input).
 TEST_P(ScheduleConvTest, PointwiseWeightsArePackedAtCompileTimeWhereTheTilerPacksA) {
@@ -713,7 +706,8 @@ TEST_P(ScheduleConvTest, PointwiseConvIsTunedAsAMatmulAndInTheTilersSpace) {
   std::vector<schedule::SearchSpace> spaces = ConvSpaces(pointwise, target);
   ASSERT_EQ(spaces.size(), 2u);
   EXPECT_EQ(spaces[0].rule, "matmul");
-  EXPECT_EQ(KnobNames(spaces[0]), KnobNames(schedule::MatmulSpace(target)));
+  EXPECT_EQ(KnobNames(spaces[0]),
+            KnobNames(schedule::MatmulSpace(target, false, /*reads_b_in_place=*/true)));
   EXPECT_EQ(spaces[1].rule, "conv");
   EXPECT_EQ(KnobNames(spaces[1])[0], "tile_cols");
 
@@ -735,6 +729,37 @@ TEST_P(ScheduleConvTest, PointwiseConvIsTunedAsAMatmulAndInTheTilersSpace) {
   const int64_t lanes = 2 * std::max(4, target.vector_bits / 32);
   EXPECT_EQ(tiled->packed->data.shape,
             (std::vector<int64_t>{(pointwise.m + lanes - 1) / lanes, pointwise.c, lanes}));
+}
+
+// A pointwise conv takes the matmul rule over the flattened plane, the residual epilogue
+// fused into the tile's store. B (x) is read in place in panels of whole positions, and only
+// the panel that crosses the plane's end is copied (zeros past it); with pack_b on, every
+// panel is copied, as in other products.
+TEST_P(ScheduleConvTest, PointwiseConvIsAMatmulOverThePlaneReadInPlace) {
+  ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
+  std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
+  EXPECT_EQ(kernels.find("packed_w"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find("prim_func @fused_conv_add"), std::string::npos) << kernels;
+  const std::string in_place = "* A0[i0, kc * 256 + kk, 0, jc * 128 + jp * ";
+  const std::string whole_panel_copied = "packed_b[pjp, pkk, pjj] = A0[";
+  EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
+  EXPECT_NE(kernels.find(in_place), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find(whole_panel_copied), std::string::npos) << kernels;
+
+  ir::Target target = ResolvedTarget(GetParam());
+  ir::IRModule module = Fused(pointwise.Model(), target);
+  const ir::PrimFunc* kernel = ConvKernel(module);
+  ASSERT_NE(kernel, nullptr);
+  schedule::Trace packed = ConvSpaces(pointwise, target)[0].Default();
+  ASSERT_EQ(packed.rule, "matmul");
+  ASSERT_EQ(packed.Get("pack_b", 1), 0);
+  for (schedule::Decision& d : packed.decisions) d.value = d.knob == "pack_b" ? 1 : d.value;
+  auto scheduled =
+      schedule::ScheduleConv(kernel->body, target, ConstantsOfCall(module, *kernel), packed);
+  ASSERT_TRUE(scheduled.has_value());
+  std::string text = ir::ToString(scheduled->body);
+  EXPECT_EQ(text.find(in_place), std::string::npos) << text;
+  EXPECT_NE(text.find(whole_panel_copied), std::string::npos) << text;
 }
 
 // A conv whose constant weights the tiler packs at compile time, however deep, is tuned in the
