@@ -84,7 +84,8 @@ using ir::StmtNode;
 //    groups copying the same block); then only a panel that crosses N is copied (zeros past
 //    N). A knob of pointwise convs only (Matmul::reads_b_in_place), read in place by default:
 //    0.8-0.99x the time of every one of mobilenet_v2's measured alone (Zen 5), 112 x 112
-//    planes included. Other products pack B: a 128 x 1024 x 1024 product of two inputs took
+//    planes included (in the model about even so far: bench/RESULTS.md, seventeenth round).
+//    Other products pack B: a 128 x 1024 x 1024 product of two inputs took
 //    1.02x as long in place, each row of a panel in another page.
 //  - matvec_vectors: vectors of f32 per panel of the one-row form when it reads B in place.
 //    Panels of 2-8 vectors keep their sums in registers but read a few cache lines of each
