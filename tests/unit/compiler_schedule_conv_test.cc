@@ -153,6 +153,16 @@ std::vector<ConvCase> Cases() {
        .group = 7,
        .pads = {2, 2, 2, 2},
        .residual = true},
+      // Two input channels a group on a plane narrower than a vector: the plane form's flat
+      // positions, a copy of the plane per channel and tap column.
+      {.name = "groups_of_2_narrow_plane",
+       .c = 6,
+       .m = 6,
+       .h = 6,
+       .w = 9,
+       .k = 3,
+       .group = 3,
+       .pads = {1, 1, 1, 1}},
       // Every row and column near an edge: taps checked one by one on most of the plane.
       {.name = "depthwise_5x5_small_plane",
        .c = 6,
@@ -416,22 +426,30 @@ TEST_P(ScheduleConvTest, NarrowDepthwiseRowsTakeThePlaneForm) {
   EXPECT_EQ(kernels.find(plane), std::string::npos);
 }
 
-// A plane form's rows narrower than a vector sum their band flattened, the rows PW (the padded
-// width) apart, in tiles of whole vectors: a plane of 7 x 7 (padding 1, PW 9) is one run of 61
-// sums, a tile of two 16-lane vectors and two of one. Row by row, each row of 7 took two tiles
-// of 4 lanes. Rows of a vector or wider sum their taps in their own tiles.
-TEST(ScheduleConvPlaneFormTest, RowsNarrowerThanAVectorSumTheBandFlattened) {
-  auto depthwise = [](int64_t size) {
+// A plane form's rows narrower than a vector are summed flattened, in tiles of whole vectors.
+// Where the input plane is the output plane (padding 1 on a 3x3), the plane's positions are:
+// 7 x 7 is one run of 49, every tap read from a copy of the plane with zero rows around it, the
+// epilogue stored at [n, m, 0, p]. Otherwise the band's sums, its rows PW (the padded width)
+// apart: without padding, 7 x 7 -> 5 x 5 is one run of 4 * 7 + 5 = 33 sums, which the rows then
+// store. Row by row, each row of 7 took two tiles of 4 lanes. Rows of a vector or wider sum
+// their taps in their own tiles.
+TEST(ScheduleConvPlaneFormTest, RowsNarrowerThanAVectorAreSummedFlattened) {
+  auto depthwise = [](int64_t size, int64_t pad) {
     ConvCase conv{.name = "depthwise", .c = 6, .m = 6, .h = size, .w = size, .k = 3, .group = 6};
-    conv.pads = {1, 1, 1, 1};
+    conv.pads = {pad, pad, pad, pad};
     return ScheduledKernels(conv.Model(), "x86_64-v4");
   };
-  const std::string flat = "sums[0 + owt * 32 + lane] = 0.0 + pad[";
-  std::string narrow = depthwise(7);
-  EXPECT_NE(narrow.find("alloc pad"), std::string::npos) << narrow;
-  EXPECT_NE(narrow.find(flat), std::string::npos) << narrow;
-  EXPECT_NE(narrow.find("cast<f64>(sums[(i2 - oh0) * 1 * pw + "), std::string::npos) << narrow;
-  std::string wide = depthwise(28);
+  const std::string positions = "[i0, i1, 0, 0 + owt * 32 + lane] = ";
+  const std::string sums = "sums[0 + owt * 32 + lane] = 0.0 + pad[";
+  std::string same = depthwise(7, 1);
+  EXPECT_NE(same.find("alloc flat"), std::string::npos) << same;
+  EXPECT_NE(same.find(positions), std::string::npos) << same;
+  std::string valid = depthwise(7, 0);
+  EXPECT_EQ(valid.find("alloc flat"), std::string::npos) << valid;
+  EXPECT_NE(valid.find("alloc pad"), std::string::npos) << valid;
+  EXPECT_NE(valid.find(sums), std::string::npos) << valid;
+  EXPECT_NE(valid.find("cast<f64>(sums[(i2 - oh0) * 1 * pw + "), std::string::npos) << valid;
+  std::string wide = depthwise(28, 1);
   EXPECT_NE(wide.find("alloc pad"), std::string::npos) << wide;
   EXPECT_EQ(wide.find("sums["), std::string::npos) << wide;
 }
