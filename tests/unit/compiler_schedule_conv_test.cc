@@ -274,7 +274,12 @@ TEST_P(ScheduleConvTest, EpilogueChecksOnlyWhatCanFail) {
   EXPECT_EQ(whole.find("+ lane < 32"), std::string::npos) << whole;
   EXPECT_EQ(whole.find("+ col < 12"), std::string::npos) << whole;
   std::string partial = named("3x3_pad1");  // 19 channels
-  EXPECT_NE(partial.find("+ lane < 19"), std::string::npos) << partial;
+  // A staged epilogue (AVX-512: StagedEpiloguesGatherEachChannelsColumns) loops over the
+  // block's channels inside M instead.
+  const char* channels_inside = GetParam() == "x86_64-v4"
+                                    ? "for lane in range(0, min(32, 19 - ocb * 32)) serial"
+                                    : "+ lane < 19";
+  EXPECT_NE(partial.find(channels_inside), std::string::npos) << partial;
   std::string symbolic = ScheduledKernels(SymbolicPlaneConv(), GetParam());
   EXPECT_NE(symbolic.find("+ col < w"), std::string::npos) << symbolic;
 }
@@ -291,6 +296,30 @@ TEST_P(ScheduleConvTest, EpilogueRunsOnWholeVectorsOfChannels) {
   EXPECT_NE(text.find("fadd <"), std::string::npos) << text;
   EXPECT_EQ(text.find("fadd float "), std::string::npos) << text;
   EXPECT_FALSE(std::regex_search(text, std::regex(R"(mul (nuw |nsw )*<\d+ x i64>)"))) << text;
+}
+
+// With AVX-512, a tile of half a vector of columns or more stores through a stage: each
+// output channel gathers its columns from it and stores them as one vector, where a vector of
+// channels took a scatter, an element per store (mobilenet_v2's stem: 0.85x the time). The
+// epilogue's values are computed at the stage's every column, past the tile's too: one that
+// reads its input at the columns (a residual add) keeps the scatter.
+TEST(ScheduleConvStagedEpilogueTest, StagedEpiloguesGatherEachChannelsColumns) {
+  std::string stem = KernelsLLVMText(ModelOf("stem_whole_channel_blocks"), "x86_64-v4");
+  EXPECT_NE(stem.find("@llvm.masked.gather"), std::string::npos) << stem;
+  EXPECT_EQ(stem.find("@llvm.masked.scatter"), std::string::npos) << stem;
+  ConvCase residual{.name = "3x3_wide_residual",
+                    .c = 5,
+                    .m = 19,
+                    .h = 11,
+                    .w = 20,
+                    .k = 3,
+                    .pads = {1, 1, 1, 1},
+                    .residual = true};
+  std::string kernels = ScheduledKernels(residual.Model(), "x86_64-v4");
+  EXPECT_EQ(kernels.find("alloc stage"), std::string::npos) << kernels;
+  residual.residual = false;
+  kernels = ScheduledKernels(residual.Model(), "x86_64-v4");
+  EXPECT_NE(kernels.find("alloc stage"), std::string::npos) << kernels;
 }
 
 // A register tile of R rows (tile_rows) shares each weight vector it loads across R x P
@@ -531,7 +560,12 @@ TEST_P(ScheduleConvTest, TiledConvKeepsItsAccumulatorsInRegisters) {
   ASSERT_NE(begin, std::string::npos) << text;
   std::string body = text.substr(begin, text.find("\n}\n", begin) - begin);
   EXPECT_NE(body.find("fused_conv"), std::string::npos) << body;
-  EXPECT_EQ(body.find("alloca"), std::string::npos) << body;
+  // The one stack buffer may be a staged epilogue's (StagedEpiloguesGatherEachChannelsColumns).
+  std::regex stack_buffer(R"(%(\w+) = alloca)");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), stack_buffer);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ((*it)[1].str(), "stage") << body;
+  }
   EXPECT_EQ(body.find("found.conflict"), std::string::npos) << body;
 }
 
