@@ -732,12 +732,8 @@ class ConvTiler {
   // `lanes_scatter`: the vector's lanes are output channels (no stage).
   std::vector<PrimExpr> At(const Buffer& b, const std::vector<PrimExpr>& indices,
                            bool lanes_scatter = true) const {
-    const std::vector<PrimExpr> own = {conv_.n, conv_.m, conv_.oh, conv_.ow};
-    bool own_slot = lanes_scatter && indices.size() == own.size() &&
-                    b->shape[2]->kind == ExprKind::kIntImm &&
-                    b->shape[3]->kind == ExprKind::kIntImm;
-    for (size_t d = 0; own_slot && d < own.size(); ++d) own_slot = IsVar(indices[d], own[d]);
-    if (own_slot) {
+    if (lanes_scatter && IsOwnSlot(indices) && b->shape[2]->kind == ExprKind::kIntImm &&
+        b->shape[3]->kind == ExprKind::kIntImm) {
       int64_t plane = b->shape[2]->int_value * b->shape[3]->int_value;
       return {conv_.n, ocb_ * I(lanes_), Oh(), Ow() + lane_ * I(plane)};
     }
@@ -1747,8 +1743,10 @@ std::vector<SearchSpace> ConvSpaces(const Stmt& body, const ir::Target& target,
   ConvKnobs defaults = KnobsOf({}, target, conv->width);
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
   const bool tiler = ConvTiler(*conv, target, weights, defaults).Takes();
-  if (PointwiseConv(*conv).AsMatmul()) {
-    std::vector<SearchSpace> spaces = {MatmulSpace(target, false, /*reads_b_in_place=*/true)};
+  if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
+    std::optional<int64_t> rows;  // the output channels
+    if (m->i.extent->kind == ExprKind::kIntImm) rows = m->i.extent->int_value;
+    std::vector<SearchSpace> spaces = {MatmulSpace(target, false, /*reads_b_in_place=*/true, rows)};
     if (tiler) spaces.push_back(TilerSpace(*conv, target, weights));
     return spaces;
   }

@@ -88,9 +88,14 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
 // columns per task, row tiles per task, whether A is packed; with `matvec_reads_b` (the
 // kernel may have one row and B is not a constant packed at compile time) also the one-row
 // form's panel width; with `reads_b_in_place` (Matmul::reads_b_in_place) also whether B is
-// packed, reading it in place the first choice.
+// packed, reading it in place the first choice. `constant_rows`: M, where it is a constant
+// (the default tile rows waste least of it: DefaultTileRows).
 SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b = false,
-                        bool reads_b_in_place = false);
+                        bool reads_b_in_place = false,
+                        std::optional<int64_t> constant_rows = std::nullopt);
+
+// The matmul rule's default register tile rows (MR) on `target` for M = `rows`.
+int64_t DefaultTileRows(const ir::Target& target, std::optional<int64_t> rows);
 
 // The GPU rules, for every kernel of a GPU target (gpu_rule.cc). A block's gpu_thread loops
 // run one after another with a barrier between them (phases), so values that pass from one

@@ -534,13 +534,18 @@ TEST_P(ScheduleConvTest, RunTimeWeightsArePackedInTheKernel) {
 }
 
 // A pointwise conv's constant weights, its matmul's A, are packed at compile time where the
-// knobs pack A (AVX-512's 14-row tiles): the kernel packs no A itself, only B (its input).
+// knobs pack A (tiles of more than 8 rows: 2 of 10 for 20 channels on AVX-512): the kernel
+// packs no A itself, only B (its input).
 TEST_P(ScheduleConvTest, PointwiseWeightsArePackedAtCompileTimeWhereTheTilerPacksA) {
   ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
   std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
-  schedule::Trace defaults = schedule::MatmulSpace(ResolvedTarget(GetParam())).Default();
+  schedule::Trace defaults =
+      schedule::MatmulSpace(ResolvedTarget(GetParam()), false, true, 20).Default();
   bool packs_a = defaults.Get("pack_a", 0) != 0;
-  EXPECT_EQ(kernels.find("_packed: f32[2, 7, 14]") != std::string::npos, packs_a) << kernels;
+  const int64_t rows = defaults.Get("tile_rows", 0);
+  const std::string packed = "_packed: f32[" + std::to_string((20 + rows - 1) / rows) + ", 7, " +
+                             std::to_string(rows) + "]";
+  EXPECT_EQ(kernels.find(packed) != std::string::npos, packs_a) << packed << " in " << kernels;
   EXPECT_EQ(kernels.find("kiln.prefetch") != std::string::npos, packs_a) << kernels;
   EXPECT_EQ(kernels.find("alloc packed_a"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;

@@ -67,6 +67,25 @@ TEST(TraceTest, ASpaceContainsExactlyTracesOfItsChoices) {
   EXPECT_EQ(schedule::MatmulSpace(*ir::ParseTarget("x86_64-v4")).Default().Get("tile_rows", 0), 14);
 }
 
+// With a constant row count M, the default register tile is no taller than needed: fewer rows
+// (at least half as many) where that wastes less of the last tile. 16 rows in tiles of 14
+// computed 28; a 1x1 conv of 32 -> 16 channels on 112 x 112 ran 0.67x the time in two tiles of
+// 8, one of 144 -> 32 on 28 x 28 0.84x in three of 11 (bench/RESULTS.md, nineteenth round).
+TEST(TraceTest, DefaultTileRowsWasteLeastOfAConstantM) {
+  ir::Target v4 = *ir::ParseTarget("x86_64-v4"), v3 = *ir::ParseTarget("x86_64-v3");
+  const std::vector<std::pair<int64_t, int64_t>> rows_for_m = {
+      {16, 8}, {24, 12}, {32, 11}, {64, 13}, {96, 14}, {144, 12}, {1280, 14}, {1, 7}};
+  for (auto [m, rows] : rows_for_m) {
+    EXPECT_EQ(schedule::DefaultTileRows(v4, m), rows) << "M = " << m;
+    schedule::SearchSpace space = schedule::MatmulSpace(v4, false, false, m);
+    EXPECT_EQ(space.Default().Get("tile_rows", 0), rows) << "M = " << m;
+    EXPECT_EQ(space.Default().Get("pack_a", -1), rows > 8 ? 1 : 0) << "M = " << m;
+  }
+  EXPECT_EQ(schedule::DefaultTileRows(v4, std::nullopt), 14);  // a symbolic M
+  EXPECT_EQ(schedule::DefaultTileRows(v3, 16), 6);             // 6 x 3 against 4 x 4: a tie
+  EXPECT_EQ(schedule::DefaultTileRows(v3, 8), 4);
+}
+
 TEST(CostModelTest, RidgeRegressionRanksByTheLearnedFunction) {
   // y = 3 + 2 a - b on a grid: the model must predict unseen points in the right order.
   std::vector<std::vector<double>> x;
