@@ -73,7 +73,8 @@ using ir::StmtNode;
 //    kTaskTiles / group_tiles tasks of group_tiles / 16 tiles or more: smaller groups balance
 //    the threads better, larger ones pack B less often.
 //  - tile_rows (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit the vector
-//    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14).
+//    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14); fewer where a
+//    constant M leaves less of the last tile unused (DefaultTileRows).
 //  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
 //  - pack_a: copy the MR rows of A's depth block first, into rows in different L1 sets; pays
 //    when MR rows outnumber the ways of L1 (8-12 on current x86-64). A constant A is packed
@@ -709,7 +710,8 @@ SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b, bool read
   std::vector<int64_t> tile_rows = {rows};
   // Taller tiles fit the registers with one vector per row (tile_vectors 1); with two they
   // spill, which measuring rules out.
-  for (int64_t r : {4, 8, 2, 12, 1}) {
+  for (int64_t r : {DefaultTileRows(target, std::nullopt), int64_t{4}, int64_t{8}, int64_t{2},
+                    int64_t{12}, int64_t{1}}) {
     if (r != rows && r + 3 <= target.VectorRegisters()) tile_rows.push_back(r);
   }
   SearchSpace space{"matmul",
