@@ -8,11 +8,14 @@
 //       pack B[kc block, jc block] into NR-wide panels, zero past N (panels wholly past N
 //         are skipped; with pack_b off, only the panel crossing N: the others read B in place)
 //       for it (the group's tiles of MR rows)
-//         for jp (panels)
+//         for jp (panels; the one that crosses N in tiles of one vector)
 //           acc[MR][NR] = C tile (0 for the first kc block)
 //           for kk: acc[ii][jj] += A[row ii, kk] * Bp[jp][kk][jj]   (MR x NR, unrolled)
 //           C tile = acc (rows < M, columns < N); after the last kc block, each element
 //             then gets the fused epilogue, if any (C = relu(C + bias), ...)
+//     with A packed at compile time, the columns past N's last whole vector (the strip):
+//       for it, jj: C[rows of tile it, jj] = sum over k of Ap[it][k][:] * B[k, jj]   (rows in
+//         the vector lanes), then the epilogue
 //
 // acc is unrolled to constant indices, so it lives in vector registers; the update is one
 // broadcast of A and NR / lanes vector FMAs per row. Rows past M read row M - 1 (clamped),
@@ -100,6 +103,7 @@ struct MatmulKnobs {
   bool pack_a = false;
   bool pack_b = true;
   int64_t matvec_cols = 16;
+  int64_t lanes = 16;  // f32 per vector register (the target's, not a knob)
 };
 
 // Tasks per call the tiled form aims for, times group_tiles: 4 at the default, so that two
@@ -107,6 +111,11 @@ struct MatmulKnobs {
 // task packs its own B block: 8 tasks measured 4% slower on one thread (mobilenet_v2) and no
 // faster on two.
 constexpr int64_t kTaskTiles = 4 * 32;
+
+// The strip's row tiles and columns a step (MatmulTiler::Strip): 8 sums in flight, enough for
+// the FMA latency (4 cycles, 2 a cycle).
+constexpr int64_t kStripTiles = 2;
+constexpr int64_t kStripColumns = 4;
 
 // How far ahead (in rows of the reduction) packed weights are prefetched: 8 KiB of a 32-column
 // panel, a few hundred cycles of the tile's work, about one trip to memory.
@@ -148,6 +157,7 @@ MatmulKnobs KnobsOf(const Trace& trace, const ir::Target& target, const Matmul& 
   k.pack_a = trace.Get("pack_a", k.tile_rows > 8) != 0;
   k.pack_b = trace.Get("pack_b", !m.reads_b_in_place) != 0;
   k.matvec_cols = trace.Get("matvec_vectors", 2) * Lanes(target);
+  k.lanes = Lanes(target);
   return k;
 }
 
@@ -281,7 +291,7 @@ namespace {
 class MatmulTiler {
  public:
   MatmulTiler(const Matmul& m, const MatmulKnobs& knobs)
-      : m_(m), k_(knobs), cols_(knobs.cols), rows_(knobs.tile_rows) {}
+      : m_(m), k_(knobs), panel_cols_(knobs.cols), cols_(knobs.cols), rows_(knobs.tile_rows) {}
 
   // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
   // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work.
@@ -294,17 +304,27 @@ class MatmulTiler {
     Stmt block = m_.b_packed ? ComputeTiles() : ir::Seq({PackB(), ComputeTiles()});
     Stmt blocks = Loop(kc_, CeilDiv(K(), k_.block_depth), ForKind::kSerial, block);
     if (pack_a_ && !m_.a_packed) blocks = ir::Allocate(packed_a_, blocks);
+    if (!m_.b_packed) blocks = ir::Allocate(packed_, blocks);
+    if (strips_) {
+      // The strip's columns lie in the last column block.
+      PrimExpr last_block = arith::Binary(ExprKind::kEQ, jc_, ColBlocks() - I(1));
+      blocks = ir::Seq({blocks, ir::IfThenElse(And(last_block, Lt(N(), Columns())), Strip())});
+    }
     Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups_var_),
-                        ir::Let(group_, arith::FloorMod(task_, groups_var_),
-                                m_.b_packed ? blocks : ir::Allocate(packed_, blocks)));
+                        ir::Let(group_, arith::FloorMod(task_, groups_var_), blocks));
     return ir::Let(groups_var_, groups_, task);
   }
 
  private:
   PrimExpr M() const { return m_.i.extent; }
-  PrimExpr N() const { return m_.j.extent; }
+  // C's columns, and those the register tiles compute: all of them, or with a strip those
+  // before it.
+  PrimExpr Columns() const { return m_.j.extent; }
+  PrimExpr N() const {
+    return strips_ ? arith::FloorDiv(Columns(), I(k_.lanes)) * I(k_.lanes) : Columns();
+  }
   PrimExpr K() const { return m_.depth; }
-  PrimExpr ColBlocks() const { return CeilDiv(N(), k_.block_cols); }
+  PrimExpr ColBlocks() const { return CeilDiv(Columns(), k_.block_cols); }
   PrimExpr RowTiles() const { return CeilDiv(M(), rows_); }
 
   // Row groups per column block: enough for about kTaskTiles / group_tiles tasks over all
@@ -321,11 +341,15 @@ class MatmulTiler {
     return analyzer.Simplify(arith::Max(fewest, wanted));
   }
 
-  int64_t panels() const { return k_.block_cols / cols_; }
+  int64_t panels() const { return k_.block_cols / panel_cols_; }
   PrimExpr Col(const PrimExpr& jp, const PrimExpr& jj) const {
-    return jc_ * I(k_.block_cols) + jp * I(cols_) + jj;
+    return jc_ * I(k_.block_cols) + jp * I(panel_cols_) + InPanel(jj);
   }
   PrimExpr Col() const { return Col(jp_, jj_); }
+  // Column `jj` of the tile within its panel.
+  PrimExpr InPanel(const PrimExpr& jj) const {
+    return offset_->is_const_int(0) ? jj : offset_ + jj;
+  }
   PrimExpr Row() const { return it_ * I(rows_) + ii_; }
   PrimExpr Depth(const PrimExpr& kk) const { return kc_ * I(k_.block_depth) + kk; }
   PrimExpr BlockDepth() const {
@@ -341,8 +365,6 @@ class MatmulTiler {
     return arith::Load(m_.c,
                        CIndices(arith::Min(Row(), M() - I(1)), arith::Min(Col(), N() - I(1))));
   }
-
-  PrimExpr InC() const { return And(Lt(Row(), M()), Lt(Col(), N())); }
 
   // Whether the tile lies wholly inside C: all tiles but the last row and column.
   PrimExpr Interior() const { return And(Lt(it_ * I(rows_) + I(rows_ - 1), M()), WholeColumns()); }
@@ -375,13 +397,13 @@ class MatmulTiler {
     auto pack = [&](PrimExpr value) {
       return Loop(
           kk, BlockDepth(), ForKind::kSerial,
-          Loop(jj, I(cols_), ForKind::kVectorized, ir::Store(packed_, {jp, kk, jj}, value)));
+          Loop(jj, I(panel_cols_), ForKind::kVectorized, ir::Store(packed_, {jp, kk, jj}, value)));
     };
-    Stmt edge = ir::IfThenElse(Lt(jc_ * I(k_.block_cols) + jp * I(cols_), N()),
+    Stmt edge = ir::IfThenElse(Lt(Col(jp, I(0)), N()),
                                pack(arith::Select(Lt(col, N()), clamped, arith::FloatImm(0))));
-    PrimExpr whole = Lt(Col(jp, I(cols_ - 1)), N());
+    PrimExpr whole = Lt(Col(jp, I(panel_cols_ - 1)), N());
     // Read in place, only the panel that crosses N is copied.
-    Stmt panel = in_place_ ? ir::IfThenElse(Lt(N() - I(1), Col(jp, I(cols_ - 1))), edge)
+    Stmt panel = in_place_ ? ir::IfThenElse(Lt(N() - I(1), Col(jp, I(panel_cols_ - 1))), edge)
                            : ir::IfThenElse(whole, pack(b), edge);
     return Loop(jp, I(panels()), ForKind::kSerial, panel);
   }
@@ -415,8 +437,9 @@ class MatmulTiler {
 
   // B at (kk, jj) of panel jp in its packed form: the compile-time panels or the task's.
   PrimExpr PackedB() const {
-    return m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj_})
-                       : arith::Load(packed_, {jp_, kk_, jj_});
+    PrimExpr jj = InPanel(jj_);
+    return m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj})
+                       : arith::Load(packed_, {jp_, kk_, jj});
   }
 
   // The tile reading B at (kk, jj) as `b`.
@@ -442,7 +465,8 @@ class MatmulTiler {
     std::vector<Stmt> out;
     PrimExpr ahead = arith::Min(Depth(kk_) + I(kPrefetchRows), K() - I(1));
     for (int64_t c = 0; m_.b_packed && c < cols_; c += kLineFloats) {
-      out.push_back(Prefetch(arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, ahead, I(c)})));
+      out.push_back(
+          Prefetch(arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, ahead, InPanel(I(c))})));
     }
     for (int64_t r = 0; m_.a_packed && r < rows_; r += kLineFloats) {
       out.push_back(Prefetch(arith::Load(m_.a_packed, {it_, ahead, I(r)})));
@@ -469,39 +493,134 @@ class MatmulTiler {
   // (where MR does not divide M) runs its epilogue vectorized too: element by element, BERT's
   // GELU (erf) on the last 8 of 128 rows took about a third of the kernel. One vectorized
   // copy serves interior and edge tiles: a second made LLVM spill accumulators in the
-  // product. Only a tile past N goes element by element.
+  // product. The tile that crosses N copies acc to a stage, and each row inside M stores its
+  // columns inside N from there in a vector loop (a loop of unknown length over acc would
+  // keep acc in memory); element by element, with a check each, it made a pointwise conv on
+  // a 7 x 7 plane (320 -> 1280 channels) 1.04x as slow.
   Stmt StoreTile(const PrimExpr& acc) const {
-    auto store = [&](const Stmt& element) {
-      Stmt rows_inside =
+    PrimExpr staged = arith::Load(stage_, {ii_, jj_});
+    auto store = [&](const std::function<Stmt(const PrimExpr&)>& element) {
+      Stmt rows_inside = Loop(
+          ii_, I(rows_), ForKind::kUnrolled,
+          ir::IfThenElse(Lt(Row(), M()), Loop(jj_, I(cols_), ForKind::kVectorized, element(acc))));
+      PrimExpr inside_n = arith::Min(I(cols_), N() - Col(jp_, I(0)));
+      Stmt rows_from_stage =
           Loop(ii_, I(rows_), ForKind::kUnrolled,
-               ir::IfThenElse(Lt(Row(), M()), Loop(jj_, I(cols_), ForKind::kVectorized, element)));
-      return ir::IfThenElse(WholeColumns(), rows_inside, OverTile(ir::IfThenElse(InC(), element)));
+               ir::IfThenElse(Lt(Row(), M()),
+                              ir::For(jj_, I(0), inside_n, ForKind::kVectorized, element(staged))));
+      Stmt fill = OverTile(ir::Store(stage_, {ii_, jj_}, acc), ForKind::kVectorized);
+      return ir::IfThenElse(WholeColumns(), rows_inside,
+                            ir::Allocate(stage_, ir::Seq({fill, rows_from_stage})));
     };
-    Stmt partial = store(ir::Store(m_.c, CIndices(Row(), Col()), acc));
+    Stmt partial = store(
+        [&](const PrimExpr& value) { return ir::Store(m_.c, CIndices(Row(), Col()), value); });
     if (m_.epilogue.empty()) return partial;
     PrimExpr last_block = Lt(K(), (kc_ + I(1)) * I(k_.block_depth) + I(1));
-    return ir::IfThenElse(last_block, store(StoreAndFinish(m_, Row(), Col(), acc)), partial);
+    Stmt finished =
+        store([&](const PrimExpr& value) { return StoreAndFinish(m_, Row(), Col(), value); });
+    return ir::IfThenElse(last_block, finished, partial);
   }
 
   // The row tiles of this task's group: groups split the tiles evenly, the first tile of
   // group g being floor(g * tiles / groups).
   Stmt ComputeTiles() const {
-    Stmt in_matrix = ir::IfThenElse(Lt(jc_ * I(k_.block_cols) + jp_ * I(cols_), N()), Tile());
+    Stmt in_matrix = ir::IfThenElse(Lt(Col(jp_, I(panel_cols_ - 1)), N()), Tile(),
+                                    ir::IfThenElse(Lt(Col(jp_, I(0)), N()), CrossingTiles()));
     Stmt tile_row = pack_a_ && !m_.a_packed
                         ? ir::Seq({PackA(), Loop(jp_, I(panels()), ForKind::kSerial, in_matrix)})
                         : Loop(jp_, I(panels()), ForKind::kSerial, in_matrix);
     arith::Analyzer analyzer;
-    PrimExpr first = analyzer.Simplify(arith::FloorDiv(group_ * RowTiles(), groups_var_));
-    PrimExpr end = analyzer.Simplify(arith::FloorDiv((group_ + I(1)) * RowTiles(), groups_var_));
-    return ir::For(it_, first, analyzer.Simplify(end - first), ForKind::kSerial, tile_row);
+    return ir::For(it_, FirstTile(), analyzer.Simplify(EndTile() - FirstTile()), ForKind::kSerial,
+                   tile_row);
+  }
+  // The panel that crosses N, in tiles of one vector: a full tile would compute all NR
+  // columns (32 at 512 bits) for the 17 of a 7 x 7 plane past its first 32. A tile that
+  // crosses N stores through its stage (StoreTile).
+  Stmt CrossingTiles() const {
+    if (cols_ <= k_.lanes) return Tile();
+    PrimExpr v = arith::MakeVar("jv");
+    MatmulTiler narrow = *this;
+    narrow.cols_ = k_.lanes;
+    narrow.offset_ = v * I(k_.lanes);
+    narrow.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(k_.lanes)});
+    narrow.stage_ = arith::MakeBuffer("stage", DataType::Float(32), {I(rows_), I(k_.lanes)});
+    return Loop(v, CeilDiv(N() - Col(jp_, I(0)), k_.lanes), ForKind::kSerial, narrow.Tile());
+  }
+
+  PrimExpr FirstTile() const {
+    return arith::Analyzer().Simplify(arith::FloorDiv(group_ * RowTiles(), groups_var_));
+  }
+  PrimExpr EndTile() const {
+    return arith::Analyzer().Simplify(arith::FloorDiv((group_ + I(1)) * RowTiles(), groups_var_));
+  }
+
+  // With A packed at compile time, the columns past the last whole vector, fewer than a
+  // vector, are a strip computed with rows in the vector lanes instead: a register tile would
+  // spend MR x NR products per step on them (the 49th column of a pointwise conv on a 7 x 7
+  // plane, a quarter of its products), the strip one vector per tile and column. A vector of
+  // the strip holds a row tile's MR rows for one column, from the packed tile (V lanes, MR
+  // rounded up to whole vectors: the lanes past MR read the next depth's rows, or the zero
+  // tile PackConstantA appends, and are never stored), times a broadcast of B; kStripTiles
+  // tiles and kStripColumns columns a step keep that many independent sums in flight. Each
+  // element sums k in order, as the tiles do. The sums go through a stage to the epilogue,
+  // element by element (a handful of columns).
+  bool Strips() const {
+    if (!m_.a_packed || m_.b_packed || m_.depth->kind != ExprKind::kIntImm) return false;
+    const PrimExpr& n = Columns();
+    if (n->kind == ExprKind::kIntImm && n->int_value % k_.lanes == 0) return false;
+    return StripLanes() - rows_ <= m_.depth->int_value * rows_;  // within the zero tile
+  }
+  int64_t StripLanes() const { return (rows_ + k_.lanes - 1) / k_.lanes * k_.lanes; }
+
+  Stmt Strip() const {
+    const int64_t lanes = StripLanes(), slots = kStripTiles * kStripColumns;
+    PrimExpr step = arith::MakeVar("sq"), chunk = arith::MakeVar("sc"), k = arith::MakeVar("sk");
+    PrimExpr slot = arith::MakeVar("ss"), lane = arith::MakeVar("sl"), ii = arith::MakeVar("sii");
+    // Slot s: tile s / kStripColumns of the step (the group's last repeated past its end),
+    // column s % kStripColumns of the chunk (N - 1 repeated past C's end).
+    auto tile = [&](const PrimExpr& s) {
+      return arith::Min(FirstTile() + step * I(kStripTiles) + arith::FloorDiv(s, I(kStripColumns)),
+                        EndTile() - I(1));
+    };
+    auto column = [&](const PrimExpr& s) {
+      return N() + chunk * I(kStripColumns) + arith::FloorMod(s, I(kStripColumns));
+    };
+    Buffer acc = arith::MakeBuffer("strip_acc", DataType::Float(32), {I(slots), I(lanes)});
+    Buffer stage = arith::MakeBuffer("strip_stage", DataType::Float(32), {I(slots), I(lanes)});
+    auto over_slots = [&](const PrimExpr& s, Stmt body) {
+      return Loop(s, I(slots), ForKind::kUnrolled,
+                  Loop(lane, I(lanes), ForKind::kVectorized, body));
+    };
+    PrimExpr a = arith::Load(m_.a_packed, {tile(slot), k, lane});
+    PrimExpr b =
+        Replace(m_.b_load, {m_.k, m_.j.var}, {k, arith::Min(column(slot), Columns() - I(1))});
+    PrimExpr sum = arith::Load(acc, {slot, lane});
+    Stmt zero = over_slots(slot, ir::Store(acc, {slot, lane}, arith::FloatImm(0)));
+    Stmt product =
+        Loop(k, K(), ForKind::kSerial, over_slots(slot, ir::Store(acc, {slot, lane}, sum + a * b)));
+    Stmt fill = over_slots(slot, ir::Store(stage, {slot, lane}, sum));
+    PrimExpr row = tile(slot) * I(rows_) + ii;
+    Stmt element =
+        ir::IfThenElse(And(Lt(row, M()), Lt(column(slot), Columns())),
+                       StoreAndFinish(m_, row, column(slot), arith::Load(stage, {slot, ii})));
+    Stmt finish =
+        Loop(slot, I(slots), ForKind::kSerial, Loop(ii, I(rows_), ForKind::kSerial, element));
+    Stmt chunk_body =
+        ir::Allocate(acc, ir::Allocate(stage, ir::Seq({zero, product, fill, finish})));
+    PrimExpr steps = CeilDiv(EndTile() - FirstTile(), kStripTiles);
+    PrimExpr chunks = CeilDiv(Columns() - N(), kStripColumns);
+    return Loop(step, steps, ForKind::kSerial, Loop(chunk, chunks, ForKind::kSerial, chunk_body));
   }
 
   const Matmul& m_;
   const MatmulKnobs k_;
-  const int64_t cols_;  // NR
-  const int64_t rows_;  // MR
+  const int64_t panel_cols_;  // NR
+  int64_t cols_;              // the tile's columns: NR, or a vector in the crossing panel
+  const int64_t rows_;        // MR
   const bool pack_a_ = k_.pack_a;
   const bool in_place_ = ReadsBInPlace();
+  const bool strips_ = Strips();
+  PrimExpr offset_ = I(0);  // the tile's first column in its panel
   PrimExpr jc_ = arith::MakeVar("jc"), kc_ = arith::MakeVar("kc"), jp_ = arith::MakeVar("jp");
   PrimExpr kk_ = arith::MakeVar("kk"), jj_ = arith::MakeVar("jj"), it_ = arith::MakeVar("it");
   PrimExpr ii_ = arith::MakeVar("ii");
@@ -513,6 +632,7 @@ class MatmulTiler {
   Buffer packed_a_ = arith::MakeBuffer("packed_a", DataType::Float(32),
                                        {I(rows_), I(k_.block_depth + kLineFloats)});
   Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(cols_)});
+  Buffer stage_ = arith::MakeBuffer("stage", DataType::Float(32), {I(rows_), I(cols_)});
 };
 
 // The one-row form (see the header comment): B read in place (or from its compile-time
@@ -628,8 +748,9 @@ std::optional<PackedWeights> PackConstantA(const Matmul& m, int64_t rows, const 
   for (const Stmt& s : m.epilogue) {
     if (Reads(s, load->buffer)) return {};
   }
+  // One tile of zeros past the last: the strip reads whole vectors of a tile's rows.
   int64_t tiles = (rows_m + rows - 1) / rows;
-  ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {tiles, k, rows});
+  ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {tiles + 1, k, rows});
   const float* from = a.data<float>();
   float* to = data.data<float>();
   for (int64_t t = 0; t < tiles; ++t) {
@@ -640,7 +761,7 @@ std::optional<PackedWeights> PackConstantA(const Matmul& m, int64_t rows, const 
     }
   }
   Buffer packed = arith::MakeBuffer(load->buffer->name + "_packed", DataType::Float(32),
-                                    {I(tiles), I(k), I(rows)});
+                                    {I(tiles + 1), I(k), I(rows)});
   return PackedWeights{load->buffer, packed, std::move(data)};
 }
 

@@ -56,7 +56,7 @@ struct Matmul {
   // B[k, p * NR + jj], zero past N.
   arith::Buffer b_packed;
   // A packed at compile time (TileMatmul sets it): row tiles of MR rows, packed[t, k, ii] is
-  // A[min(t * MR + ii, M - 1), k].
+  // A[min(t * MR + ii, M - 1), k], then one tile of zeros.
   arith::Buffer a_packed;
   // Whether the tiled form reads B's rows in place unless its trace says to pack them (the
   // pack_b knob): B is a pointwise conv's input plane.

@@ -312,6 +312,52 @@ TEST_P(ScheduleMatmulTest, SmallPlaneRowsSplitIntoEqualTasks) {
   }
 }
 
+// A pointwise conv with constant weights (A packed at compile time) over a symbolic plane: the
+// columns past the last whole vector (the 49th of a 7 x 7 plane, the last 4 of 14 x 14, all of
+// a plane narrower than a vector) are the strip, rows in the lanes, and the panel that crosses
+// N takes tiles of one vector; on AVX-512 (14-row tiles, A packed by default) the kernel has
+// both. 161 output channels end in a short row tile (the strip reads the zero tile past it),
+// 300 input channels span two depth blocks of the tiles (the strip sums all of them at once);
+// bias, clip and a residual add are the epilogue. Checked against the interpreter on one and
+// three threads at planes that leave 0, 1, 3, 4, 9 and 1 columns past a vector.
+TEST_P(ScheduleMatmulTest, PointwiseConvStripsTheColumnsPastTheLastVector) {
+  OnnxBuilder b;
+  b.Input("x", {1, 300, "h", "w"});
+  b.Input("r", {1, 161, "h", "w"});
+  std::vector<float> w(161 * 300);
+  ir::NDArray values = Random({161 * 300}, 22);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(values.GetDouble(i));
+  b.FloatInitializer("w", {161, 300, 1, 1}, w);
+  std::vector<float> bias(161);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) - 3;
+  b.FloatInitializer("bias", {161}, bias);
+  b.FloatInitializer("lo", {}, {0});
+  b.FloatInitializer("hi", {}, {6});
+  b.Node("Conv", {"x", "w", "bias"}, {"c"});
+  b.Node("Clip", {"c", "lo", "hi"}, {"clipped"});
+  b.Node("Add", {"clipped", "r"}, {"y"});
+  b.Output("y", {1, 161, "h", "w"});
+  std::string onnx = b.Serialize();
+  std::string kernels = ScheduledKernels(onnx, GetParam());
+  if (GetParam() == "x86_64-v4") {
+    EXPECT_NE(kernels.find("strip_acc"), std::string::npos) << kernels;
+    EXPECT_NE(kernels.find("for jv in range"), std::string::npos) << kernels;
+  }
+  auto module = driver::ImportModel(onnx);
+  ASSERT_TRUE(module.ok()) << module.status();
+  Compiled compiled(onnx, GetParam());
+  for (auto [h, w] :
+       std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {7, 7}, {5, 7}, {14, 14}, {3, 3}, {1, 1}}) {
+    ir::NDArray x = Random({1, 300, h, w}, 23), r = Random({1, 161, h, w}, 24);
+    auto expected = interp::Run(*module, {x, r});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int threads : {1, 3}) {
+      ExpectClose(compiled.Run({x, r}, {1, 161, h, w}, threads), (*expected)[0],
+                  absl::StrCat(h, "x", w, " threads=", threads));
+    }
+  }
+}
+
 // The same split with M symbolic: the group count is an expression of M, evaluated at run
 // time; rows 1 (the one-row form), 5, 13 and 161 (27 tiles, several groups).
 TEST_P(ScheduleMatmulTest, SymbolicRowsSplitIntoTasksMatchTheInterpreter) {
