@@ -294,7 +294,11 @@ class MatmulTiler {
       : m_(m), k_(knobs), panel_cols_(knobs.cols), cols_(knobs.cols), rows_(knobs.tile_rows) {}
 
   // Tasks are (column block, row group) pairs: a tall C with few columns (a pointwise conv
-  // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work.
+  // on a 7x7 plane: 960 rows, 49 columns) still gives every thread work. Consecutive tasks
+  // take the column blocks of one row group, so that a thread's contiguous range of tasks
+  // holds full and partial blocks alike: a 14 x 14 plane is a block of 128 columns and one of
+  // 68, and with the blocks outermost the first of two threads got both full ones (576 -> 96
+  // channels ran 1.2x as long on two threads; mobilenet_v2 untuned 1.04x).
   PrimExpr Tasks() const { return ColBlocks() * groups_; }
   const PrimExpr& task() const { return task_; }
 
@@ -310,8 +314,9 @@ class MatmulTiler {
       PrimExpr last_block = arith::Binary(ExprKind::kEQ, jc_, ColBlocks() - I(1));
       blocks = ir::Seq({blocks, ir::IfThenElse(And(last_block, Lt(N(), Columns())), Strip())});
     }
-    Stmt task = ir::Let(jc_, arith::FloorDiv(task_, groups_var_),
-                        ir::Let(group_, arith::FloorMod(task_, groups_var_), blocks));
+    PrimExpr blocks_count = arith::Analyzer().Simplify(ColBlocks());
+    Stmt task = ir::Let(jc_, arith::FloorMod(task_, blocks_count),
+                        ir::Let(group_, arith::FloorDiv(task_, blocks_count), blocks));
     return ir::Let(groups_var_, groups_, task);
   }
 

@@ -358,6 +358,22 @@ TEST_P(ScheduleMatmulTest, PointwiseConvStripsTheColumnsPastTheLastVector) {
   }
 }
 
+// Consecutive tasks take the column blocks of one row group: a 14 x 14 plane is one block of
+// 128 columns and one of 68, and a thread's contiguous range of tasks should hold both kinds,
+// not only the full blocks.
+TEST_P(ScheduleMatmulTest, ConsecutiveTasksTakeTheColumnBlocksOfOneRowGroup) {
+  OnnxBuilder b;
+  b.Input("x", {1, 70, 14, 14});
+  std::vector<float> w(161 * 70, 0.5f);
+  b.FloatInitializer("w", {161, 70, 1, 1}, w);
+  b.Node("Conv", {"x", "w"}, {"y"});
+  b.Output("y", {1, 161, 14, 14});
+  std::string kernel = KernelText(ScheduledKernels(b.Serialize(), GetParam()), "conv_0");
+  kernel = kernel.substr(0, kernel.find("\n}\n"));  // not the packed weights' bytes
+  EXPECT_NE(kernel.find("let jc: i64 = floormod(task, 2)"), std::string::npos) << kernel;
+  EXPECT_NE(kernel.find("let group: i64 = floordiv(task, 2)"), std::string::npos) << kernel;
+}
+
 // The same split with M symbolic: the group count is an expression of M, evaluated at run
 // time; rows 1 (the one-row form), 5, 13 and 161 (27 tiles, several groups).
 TEST_P(ScheduleMatmulTest, SymbolicRowsSplitIntoTasksMatchTheInterpreter) {
