@@ -373,22 +373,27 @@ absl::StatusOr<Stmt> MaxPoolIndicesBody(const KernelContext& k) {
   });
 }
 
+// The plane is one loop over its elements in memory order: x is dense and row-major, so
+// x[n, c, 0.., r] with r < the plane's size addresses its r-th element. As one contiguous loop
+// the rows rule runs it in vector lanes and the (n, c) planes in parallel (mobilenet_v2's
+// 1280 planes of 7 x 7 ran on one thread, their sum a chain of f64 adds: 4x ORT's time). Float
+// sums are in f32 (f64 for f64), as reduce_mean's.
 absl::StatusOr<Stmt> GlobalPoolBody(const KernelContext& k, bool max) {
   const Buffer &x = k.inputs[0], &y = k.out;
   if (x->shape.size() < 3) return Unimplemented(k, "input must have rank >= 3");
-  DataType acc_t = max ? x->dtype : AccType(x->dtype);
-  if (!max && !acc_t.is_float()) return Unimplemented(k, "only float inputs are compiled");
-  std::vector<PrimExpr> plane(x->shape.begin() + 2, x->shape.end());
+  if (!max && !x->dtype.is_float()) return Unimplemented(k, "only float inputs are compiled");
+  DataType acc_t = max || x->dtype.bits >= 32 ? x->dtype : DataType::Float(32);
   PrimExpr size = arith::IntImm(1);
-  for (const PrimExpr& e : plane) size = size * e;
+  for (size_t d = 2; d < x->shape.size(); ++d) size = size * x->shape[d];
   return LoopNest(y->shape, "i", [&](const Indices& idx) {
     Scalar acc("acc", acc_t);
-    Stmt over_plane = LoopNest(plane, "r", [&](const Indices& r) {
-      Indices xi = {idx[0], idx[1]};
-      xi.insert(xi.end(), r.begin(), r.end());
-      PrimExpr v = CastTo(acc_t, arith::Load(x, xi));
-      return acc.set(max ? arith::Max(acc.get(), v) : acc.get() + v);
-    });
+    PrimExpr r = arith::MakeVar("r");
+    Indices xi = {idx[0], idx[1]};
+    while (xi.size() + 1 < x->shape.size()) xi.push_back(arith::IntImm(0));
+    xi.push_back(r);
+    PrimExpr v = CastTo(acc_t, arith::Load(x, xi));
+    Stmt over_plane = ir::For(r, arith::IntImm(0), size, ir::ForKind::kSerial,
+                              acc.set(max ? arith::Max(acc.get(), v) : acc.get() + v));
     PrimExpr result = max ? acc.get() : Div(acc.get(), arith::Cast(acc_t, size));
     Stmt body = ir::Seq({
         acc.set(max ? Lowest(acc_t) : Zero(acc_t)),

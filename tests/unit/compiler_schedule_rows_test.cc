@@ -5,8 +5,10 @@
 // reduction over another axis, and an integer one, stay on the generic rule and stay correct.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/driver.h"
 #include "compiler/driver/manifest.h"
@@ -239,6 +241,51 @@ TEST_P(ScheduleRowsTest, EveryKnobChoiceMatchesTheInterpreterAtStaticShapes) {
         TracedModel traced = CompileWithTrace(onnx, target, trace);
         ASSERT_NE(traced.model, nullptr);
         ExpectMatchesInterpreter(*traced.model, c, onnx, a, n);
+      }
+    }
+  }
+}
+
+// Global average and max pools sum (or take the max of) each plane as one contiguous row, so
+// the rows rule runs the (n, c) planes in parallel and each plane in vector lanes; checked
+// against the interpreter at planes of 1, 49, 100 and 3136 elements, rank 3 and 4, on one and
+// three threads.
+TEST_P(ScheduleRowsTest, GlobalPoolsRunEachPlaneAsARow) {
+  for (bool max : {false, true}) {
+    for (int rank : {3, 4}) {
+      SCOPED_TRACE(absl::StrCat(max ? "GlobalMaxPool" : "GlobalAveragePool", " rank ", rank));
+      OnnxBuilder b;
+      std::vector<Dim> in = {"n", 40, "h"}, out = {"n", 40, int64_t{1}};
+      if (rank == 4) {
+        in.push_back("w");
+        out.push_back(int64_t{1});
+      }
+      b.Input("x", in);
+      b.Node(max ? "GlobalMaxPool" : "GlobalAveragePool", {"x"}, {"y"});
+      b.Output("y", out);
+      const std::string onnx = b.Serialize();
+      std::string kernels = ScheduledKernels(onnx, GetParam());
+      EXPECT_NE(kernels.find("for task in range(0, n * 40) parallel"), std::string::npos)
+          << kernels;
+      EXPECT_NE(kernels.find("_partial[r_l]"), std::string::npos) << kernels;
+      auto module = driver::ImportModel(onnx);
+      ASSERT_TRUE(module.ok()) << module.status();
+      Compiled compiled(onnx, GetParam());
+      for (auto [n, h, w] :
+           std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {2, 7, 7}, {1, 10, 10}, {1, 56, 56}}) {
+        std::vector<int64_t> shape = {n, 40, rank == 4 ? h : h * w};
+        std::vector<int64_t> out_shape = {n, 40, 1};
+        if (rank == 4) {
+          shape.push_back(w);
+          out_shape.push_back(1);
+        }
+        ir::NDArray x = Random(arith::DataType::Float(32), shape, 5);
+        auto expected = interp::Run(*module, {x});
+        ASSERT_TRUE(expected.ok()) << expected.status();
+        for (int threads : {1, 3}) {
+          ExpectClose(compiled.Run({x}, out_shape, threads), (*expected)[0],
+                      absl::StrCat(n, "x", h, "x", w, " threads=", threads));
+        }
       }
     }
   }
