@@ -1,7 +1,9 @@
 #include "compiler/arith/analyzer.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <optional>
 
 #include "compiler/arith/check.h"
 
@@ -113,6 +115,11 @@ void Analyzer::Bind(const PrimExpr& var, IntBounds bounds) {
   bounds_[var.get()] = bounds;
 }
 
+void Analyzer::BindBelow(const PrimExpr& var, const PrimExpr& extent) {
+  KILN_CHECK(var->kind == ExprKind::kVar) << "BindBelow needs a variable";
+  below_[var.get()] = extent;
+}
+
 IntBounds Analyzer::VarBounds(const ExprNode* var) const {
   auto it = bounds_.find(var);
   if (it != bounds_.end()) return it->second;
@@ -193,14 +200,14 @@ class Canonicalizer {
     return value.ok() ? IntImm(*value, e->dtype) : e;
   }
 
-
   // floordiv(x*c + y, c) = x + floordiv(y, c) and floormod(x*c + y, c) = floormod(y, c) for
   // any integers x, y and c > 0: the part of the sum divisible by c leaves exactly.
   Sum DivMod(const PrimExpr& e) {
     bool is_div = e->kind == ExprKind::kFloorDiv;
     Sum a = ToSum(e->args[0]);
     Sum b = ToSum(e->args[1]);
-    if (!b.is_const() || b.constant <= 0) {
+    if (!b.is_const()) return DivModBySymbol(e->kind, a, b);
+    if (b.constant <= 0) {
       return Atom(Binary(e->kind, ToExpr(a), ToExpr(b)));
     }
     int64_t c = b.constant;
@@ -231,6 +238,76 @@ class Canonicalizer {
     if (!is_div) return Atom(opaque);
     exact.Add(Atom(opaque), 1);
     return exact;
+  }
+
+  // The same split for a divisor n = c * (a product of atoms) that is provably >= 1: a term
+  // whose atoms include n's and whose coefficient c divides leaves the division, and a
+  // remainder that provably stays in [0, n) divides to zero. A reshape's flat index,
+  // floordiv(j + i * seq, seq) with j < seq, is i.
+  Sum DivModBySymbol(ExprKind kind, const Sum& a, const Sum& n) {
+    const bool is_div = kind == ExprKind::kFloorDiv;
+    Sum opaque = Atom(Binary(kind, ToExpr(a), ToExpr(n)));
+    if (n.constant != 0 || n.terms.size() != 1 || analyzer_.BoundsOf(ToExpr(n)).min < 1) {
+      return opaque;
+    }
+    const auto& [divisor, c] = *n.terms.begin();
+    Sum exact, rest = Constant(a.constant);
+    for (const auto& [m, coeff] : a.terms) {
+      std::optional<Monomial> q = Quotient(m, divisor);
+      if (!q || coeff % c != 0) {
+        rest.AddTerm(m, coeff);
+      } else if (q->empty()) {
+        exact.constant += coeff / c;
+      } else {
+        exact.AddTerm(*q, coeff / c);
+      }
+    }
+    if (analyzer_.BoundsOf(ToExpr(rest)).min >= 0 && Below(rest, n)) {
+      return is_div ? exact : rest;
+    }
+    if (exact.is_const() && exact.constant == 0) return opaque;
+    Sum part = Atom(Binary(kind, ToExpr(rest), ToExpr(n)));
+    if (!is_div) return part;
+    exact.Add(part, 1);
+    return exact;
+  }
+
+  // m / d as a monomial where d's atoms are among m's; nullopt otherwise.
+  static std::optional<Monomial> Quotient(Monomial m, const Monomial& d) {
+    for (const PrimExpr& atom : d) {
+      auto it = std::find_if(m.begin(), m.end(),
+                             [&](const PrimExpr& x) { return StructuralEqual(x, atom); });
+      if (it == m.end()) return std::nullopt;
+      m.erase(it);
+    }
+    return m;
+  }
+
+  // Whether s < n for all bound values: each term at its largest, a variable bound below a
+  // symbolic extent (BindBelow) at extent - 1.
+  bool Below(const Sum& s, const Sum& n) {
+    Sum top = Constant(s.constant);
+    for (const auto& [m, coeff] : s.terms) {
+      auto below = m.size() == 1 ? analyzer_.below_.find(m[0].get()) : analyzer_.below_.end();
+      if (coeff > 0 && below != analyzer_.below_.end()) {
+        top.Add(ToSum(below->second), coeff);
+        top.constant -= coeff;
+        continue;
+      }
+      IntBounds t = analyzer_.BoundsOf(ToExpr(Multiply(Constant(coeff), OneTerm(m))));
+      if (t.max == std::numeric_limits<int64_t>::max()) return false;
+      top.constant += t.max;
+    }
+    Sum slack = n;
+    slack.Add(top, -1);
+    slack.constant -= 1;
+    return analyzer_.BoundsOf(ToExpr(slack)).min >= 0;
+  }
+
+  static Sum OneTerm(const Monomial& m) {
+    Sum s;
+    s.terms[m] = 1;
+    return s;
   }
 
   Sum MinMax(const PrimExpr& e) {

@@ -21,9 +21,13 @@ class Analyzer {
   // Tells the analyzer that `var` lies in [min, max]. Shape variables are >= 0 unless bound
   // otherwise.
   void Bind(const PrimExpr& var, IntBounds bounds);
+  // Tells the analyzer that `var` lies in [0, extent) for a symbolic `extent` (a loop's), so
+  // that floordiv(var + q * extent, extent) simplifies to q where extent is provably >= 1.
+  void BindBelow(const PrimExpr& var, const PrimExpr& extent);
 
   // Canonical form of an integer expression: a sum of products with constant coefficients,
-  // constants folded, floordiv/floormod by constants split where exact. Non-integer
+  // constants folded, floordiv/floormod split where exact (by a constant, or by a product of
+  // variables that is provably >= 1: the terms it divides leave the division). Non-integer
   // expressions are simplified in their integer sub-expressions only.
   PrimExpr Simplify(const PrimExpr& e) const;
 
@@ -39,6 +43,7 @@ class Analyzer {
   IntBounds BoundsOf(const PrimExpr& e) const;
   IntBounds VarBounds(const ExprNode* var) const;
   std::unordered_map<const ExprNode*, IntBounds> bounds_;
+  std::unordered_map<const ExprNode*, PrimExpr> below_;  // BindBelow's extents
 };
 
 }  // namespace kiln::arith

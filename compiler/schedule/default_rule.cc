@@ -2,6 +2,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/arith/analyzer.h"
 #include "compiler/ir/stmt_functor.h"
 #include "compiler/schedule/rules.h"
 
@@ -39,17 +40,23 @@ bool ContainsLoop(const Stmt& s) {
   return found;
 }
 
-// Every store in `body` writes, and every load reads, element [..., var] of its buffer, and
-// no other index uses `var`: iterations touch consecutive elements.
+// `index` is var plus terms free of it: consecutive iterations, consecutive elements.
+bool UnitStride(const PrimExpr& index, const PrimExpr& var) {
+  if (index.get() == var.get()) return true;
+  return UsesVar(index, var) && !UsesVar(arith::Analyzer().Simplify(index - var), var);
+}
+
+// Every store in `body` writes, and every load reads, element [..., var + c] of its buffer (c
+// free of var), and no other index uses `var`: iterations touch consecutive elements.
 bool IsContiguousIn(const PrimExpr& var, const Stmt& body) {
   bool contiguous = true;
   auto check = [&](const Indices& indices, bool is_store) {
     for (size_t d = 0; d + 1 < indices.size(); ++d) contiguous &= !UsesVar(indices[d], var);
-    bool last_is_var = !indices.empty() && indices.back().get() == var.get();
+    bool unit_stride = !indices.empty() && UnitStride(indices.back(), var);
     if (is_store) {
-      contiguous &= last_is_var;
+      contiguous &= unit_stride;
     } else {
-      contiguous &= last_is_var || indices.empty() || !UsesVar(indices.back(), var);
+      contiguous &= unit_stride || indices.empty() || !UsesVar(indices.back(), var);
     }
   };
   ir::VisitStmts(body, [&](const ir::StmtNode& n) {
@@ -67,6 +74,37 @@ Stmt WithKind(const ir::StmtNode& loop, ForKind kind, Stmt body) {
 
 Stmt Rewrite(const Stmt& s, bool may_parallelize);
 
+// `loop` in parallel. A symbolic extent is often 1 (a batch of one): the loop is fused with
+// the independent loops nested in it until their constant extents give kMinParallelTasks
+// tasks, the innermost loop kept for vectors. BERT's transposed keys, [batch, 8, 64, seq],
+// ran on one thread as [batch] tasks; as [batch * 8] they use all.
+Stmt Parallel(const Stmt& loop) {
+  std::vector<const ir::StmtNode*> chain = {loop.get()};
+  const bool symbolic = loop->extent->kind != ExprKind::kIntImm && loop->min->is_const_int(0);
+  int64_t tasks = 1;
+  for (Stmt inner = loop->body; symbolic && tasks < kMinParallelTasks; inner = inner->body) {
+    if (inner->kind != StmtKind::kFor || inner->for_kind != ForKind::kSerial ||
+        !inner->min->is_const_int(0) || !ContainsLoop(inner->body) ||
+        !IterationsAreIndependent(inner->var, inner->body)) {
+      break;
+    }
+    chain.push_back(inner.get());
+    if (inner->extent->kind == ExprKind::kIntImm) tasks *= inner->extent->int_value;
+  }
+  if (chain.size() == 1) return WithKind(*loop, ForKind::kParallel, Rewrite(loop->body, false));
+  // One fused index; each loop variable is its digit in the mixed radix of the extents.
+  arith::Analyzer analyzer;
+  PrimExpr fused = arith::MakeVar(loop->var->name + "_fused");
+  PrimExpr stride = arith::IntImm(1);
+  Stmt body = Rewrite(chain.back()->body, false);
+  for (size_t d = chain.size(); d-- > 0;) {
+    PrimExpr digit = arith::FloorMod(arith::FloorDiv(fused, stride), chain[d]->extent);
+    body = ir::Let(chain[d]->var, analyzer.Simplify(digit), body);
+    stride = analyzer.Simplify(stride * chain[d]->extent);
+  }
+  return ir::For(fused, arith::IntImm(0), stride, ForKind::kParallel, body);
+}
+
 // Innermost contiguous loops become vectorized; the outermost independent loop with enough
 // work becomes parallel (looking past short outer loops and loops that carry a dependence).
 Stmt ScheduleLoop(const Stmt& loop, bool may_parallelize) {
@@ -77,7 +115,7 @@ Stmt ScheduleLoop(const Stmt& loop, bool may_parallelize) {
                   IterationsAreIndependent(s.var, s.body);
   // The outlined body of a parallel loop runs its range as a plain loop, which the
   // optimizer still vectorizes on its own.
-  if (parallel) return WithKind(s, ForKind::kParallel, Rewrite(s.body, false));
+  if (parallel) return Parallel(loop);
   bool vectorize = !ContainsLoop(s.body) && ExtentEstimate(s.extent) >= kMinVectorExtent &&
                    IsContiguousIn(s.var, s.body);
   if (vectorize) return WithKind(s, ForKind::kVectorized, s.body);

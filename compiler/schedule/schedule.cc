@@ -8,6 +8,7 @@
 #include "compiler/schedule/pool_rule.h"
 #include "compiler/schedule/reduce_rule.h"
 #include "compiler/schedule/rules.h"
+#include "compiler/schedule/simplify_indices.h"
 #include "compiler/schedule/winograd_rule.h"
 
 namespace kiln::schedule {
@@ -207,6 +208,7 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
   std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
+    func.body = SimplifyIndices(func.body);
     if (target.IsGpu()) {
       func.body = ScheduleForGpu(func.body, target);
       continue;
@@ -229,8 +231,9 @@ std::vector<TunableKernel> TunableKernels(const ir::IRModule& module, const ir::
   ir::IRModule copy = module;
   std::map<std::string, CallSite> sites = SingleCallSites(copy);
   std::vector<TunableKernel> kernels;
-  for (const auto& [name, func] : copy.prim_funcs) {
+  for (auto& [name, func] : copy.prim_funcs) {
     if (func.is_host || !func.body) continue;
+    func.body = SimplifyIndices(func.body);  // as Schedule sees it
     if (auto tunable = Tunable(func, target, ConstantsAt(func, sites))) {
       kernels.push_back(*std::move(tunable));
     }

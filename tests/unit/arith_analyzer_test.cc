@@ -2,6 +2,8 @@
 // keeps every expression's value and is idempotent.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <map>
 #include <random>
 
 #include "compiler/arith/analyzer.h"
@@ -34,6 +36,25 @@ TEST_F(AnalyzerTest, FloorDivAndModByConstantSplitExactParts) {
   EXPECT_EQ(S(FloorMod(IntImm(-7), IntImm(2))), "1");
   // n + 5 is not a multiple of 4: the division stays, with the exact part taken out.
   EXPECT_EQ(S(FloorDiv(n * IntImm(4) + m, IntImm(4))), "floordiv(m, 4) + n");
+}
+
+TEST_F(AnalyzerTest, FloorDivAndModBySymbolSplitWhereTheDivisorIsPositive) {
+  PrimExpr i = MakeVar("i"), j = MakeVar("j");
+  // n may be 0: nothing splits.
+  EXPECT_EQ(S(FloorDiv(i * n + j, n)), "floordiv(j + i * n, n)");
+  analyzer.Bind(n, {1, std::numeric_limits<int64_t>::max()});
+  EXPECT_EQ(S(FloorDiv(i * n + j, n)), "floordiv(j, n) + i");
+  EXPECT_EQ(S(FloorMod(i * n + j, n)), "floormod(j, n)");
+  EXPECT_EQ(S(FloorDiv(i * n * IntImm(16) + j, n * IntImm(8))), "floordiv(j, n * 8) + i * 2");
+  // A coefficient the divisor's does not divide stays inside.
+  EXPECT_EQ(S(FloorDiv(i * n * IntImm(3), n * IntImm(2))), "floordiv(i * n * 3, n * 2)");
+  // j in [0, n): the remainder divides to zero, as in a reshape's flat index.
+  analyzer.BindBelow(j, n);
+  EXPECT_EQ(S(FloorDiv(i * n + j, n)), "i");
+  EXPECT_EQ(S(FloorMod(i * n + j, n)), "j");
+  EXPECT_EQ(S(FloorMod(FloorDiv(j + i * n, n), m)), "floormod(i, m)");
+  // j + 1 may reach n.
+  EXPECT_EQ(S(FloorMod(j + IntImm(1), n)), "floormod(j + 1, n)");
 }
 
 TEST_F(AnalyzerTest, ProvesWithNonNegativeShapeVars) {
@@ -87,6 +108,43 @@ PrimExpr RandomExpr(std::mt19937& rng, const std::vector<PrimExpr>& vars, int de
       return Min(RandomExpr(rng, vars, depth - 1), RandomExpr(rng, vars, depth - 1));
     default:
       return Max(RandomExpr(rng, vars, depth - 1), RandomExpr(rng, vars, depth - 1));
+  }
+}
+
+// floordiv(q * n + r, n) = q and floormod(q * n + r, n) = r for every n >= 1 and r in [0, n),
+// with q and r any of the variables' sums and products: simplification keeps each value.
+TEST(AnalyzerPropertyTest, DivisionBySymbolKeepsValues) {
+  unsigned seed = std::random_device{}();
+  std::cout << "symbolic division property test seed: " << seed << std::endl;
+  std::mt19937 rng(seed);
+  PrimExpr n = MakeVar("n"), r = MakeVar("r"), a = MakeVar("a"), b = MakeVar("b");
+  Analyzer analyzer;
+  analyzer.Bind(n, {1, 6});
+  analyzer.BindBelow(r, n);
+  analyzer.Bind(a, {-10, 10});
+  analyzer.Bind(b, {0, 3});
+  auto term = [&](int depth) { return RandomExpr(rng, {a, b, r}, depth); };
+  for (int trial = 0; trial < 2000; ++trial) {
+    PrimExpr divisor = trial % 2 ? n : n * IntImm(std::uniform_int_distribution<int>(1, 3)(rng));
+    PrimExpr numerator = term(2) * divisor + (trial % 3 ? r : term(2));
+    PrimExpr e = trial % 4 < 2 ? FloorDiv(numerator, divisor) : FloorMod(numerator, divisor);
+    PrimExpr s = analyzer.Simplify(e);
+    for (int k = 0; k < 8; ++k) {
+      int64_t nv = std::uniform_int_distribution<int64_t>(1, 6)(rng);
+      std::map<const ExprNode*, int64_t> values = {
+          {n.get(), nv},
+          {r.get(), std::uniform_int_distribution<int64_t>(0, nv - 1)(rng)},
+          {a.get(), std::uniform_int_distribution<int64_t>(-10, 10)(rng)},
+          {b.get(), std::uniform_int_distribution<int64_t>(0, 3)(rng)}};
+      auto lookup = [&](const ExprNode& var) -> std::optional<int64_t> {
+        auto it = values.find(&var);
+        return it == values.end() ? std::nullopt : std::optional<int64_t>(it->second);
+      };
+      auto want = EvaluateInt(e, lookup);
+      auto got = EvaluateInt(s, lookup);
+      ASSERT_TRUE(want.ok() && got.ok()) << e;
+      ASSERT_EQ(*want, *got) << "seed " << seed << ": " << e << " simplified to " << s;
+    }
   }
 }
 
