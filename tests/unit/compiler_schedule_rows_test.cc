@@ -187,6 +187,15 @@ TEST_P(ScheduleRowsTest, SoftmaxReducesInVectorLanesOverParallelRows) {
     EXPECT_EQ(kernels.substr(vector_loop, at - vector_loop).find("serial"), std::string::npos)
         << kernels;
   }
+  // The lanes fold in halves down to lane 0, which alone meets the row's accumulator.
+  for (int64_t half = lanes / 4; half >= 1; half /= 2) {
+    const std::string fold = absl::StrCat("for k_l in range(0, ", half, ") vectorized {\n",
+                                          "        sum_partial[k_l] = sum_partial[k_l] + ",
+                                          "sum_partial[k_l + ", half, "]");
+    EXPECT_NE(kernels.find(fold), std::string::npos) << fold << "\n" << kernels;
+  }
+  EXPECT_NE(kernels.find("sum[0] = sum[0] + sum_partial[0]"), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("sum[0] = sum[0] + sum_partial[k_l]"), std::string::npos) << kernels;
 }
 
 // The default trace, a trace of another rule and a trace of values outside the space build
