@@ -296,7 +296,9 @@ llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
 // without a prefetch instruction drop.
 llvm::Value* FunctionEmitter::EmitPrefetch(const ExprNode& e) {
   const PrimExpr& load = e.args[0];
-  llvm::Value* address = ElementAddress(load->buffer, load->args);
+  // The element may lie past the buffer (ir::intrinsic::kPrefetch): plain address arithmetic,
+  // which an out-of-bounds offset leaves defined, where an in-bounds GEP would make it poison.
+  llvm::Value* address = ElementAddress(load->buffer, load->args, /*in_bounds=*/false);
   b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
                      {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
   return b_.getInt32(0);
@@ -334,7 +336,7 @@ llvm::Value* FunctionEmitter::EmitExternCall(const ExprNode& e, const ir::Extern
 
 // Row-major: offset = ((i0 * d1 + i1) * d2 + i2) ...; the first extent is never needed.
 llvm::Value* FunctionEmitter::ElementAddress(const Buffer& buffer,
-                                             const std::vector<PrimExpr>& indices) {
+                                             const std::vector<PrimExpr>& indices, bool in_bounds) {
   llvm::Value* data = buffers_.Get(buffer.get());
   KILN_CHECK(data != nullptr) << "buffer " << buffer->name << " is not a parameter or "
                               << "allocation of " << func_.name;
@@ -348,9 +350,11 @@ llvm::Value* FunctionEmitter::ElementAddress(const Buffer& buffer,
     }
     llvm::Value* extent = EmitExprAs(buffer->shape[d], DataType::Int(64));
     // In-bounds offsets cannot overflow i64; saying so helps vectorization.
-    offset = b_.CreateAdd(b_.CreateMul(offset, extent, "", false, true), index, "", false, true);
+    offset = b_.CreateAdd(b_.CreateMul(offset, extent, "", false, in_bounds), index, "", false,
+                          in_bounds);
   }
-  return b_.CreateInBoundsGEP(MemoryType(ctx(), buffer->dtype), data, offset);
+  llvm::Type* type = MemoryType(ctx(), buffer->dtype);
+  return in_bounds ? b_.CreateInBoundsGEP(type, data, offset) : b_.CreateGEP(type, data, offset);
 }
 
 llvm::Value* FunctionEmitter::EmitLoad(const ExprNode& e) {

@@ -146,7 +146,10 @@ class FunctionEmitter {
   llvm::Value* EmitPrefetch(const ExprNode& e);
   llvm::Value* Convert(llvm::Value* v, DataType from, DataType to);
   llvm::Value* HalfConstant(double value);
-  llvm::Value* ElementAddress(const Buffer& buffer, const std::vector<PrimExpr>& indices);
+  // The address of buffer[indices]; with in_bounds false, of an element that may lie past the
+  // buffer (a prefetch's).
+  llvm::Value* ElementAddress(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                              bool in_bounds = true);
   llvm::Value* EmitLoad(const ExprNode& e);
 
   // emit_stmt.cc

@@ -142,8 +142,9 @@ inline bool IsWarpFold(const std::string& name) {
   return name.rfind(std::string(kWarpFold) + ".", 0) == 0;
 }
 // In a CPU kernel: "kiln.prefetch"(buffer[indices]) -> i32, evaluated for its effect, asks
-// for the cache line of that element (which must lie in the buffer, as for a load) ahead of
-// its load. A hint: no effect on any value; a target without prefetches ignores it.
+// for the cache line of that element ahead of its load. A hint: no effect on any value, never
+// a fault, so the element may lie past the buffer's end (a stream's prefetch running ahead of
+// its last row needs no clamp); a target without prefetches ignores it.
 inline constexpr char kPrefetch[] = "kiln.prefetch";
 }  // namespace intrinsic
 
