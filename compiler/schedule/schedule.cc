@@ -120,10 +120,12 @@ std::string Workload(const ir::PrimFunc& func, const ConstantOf& constant_of) {
   return text + "\n";
 }
 
-// `func` as the tuner sees it, when a rule with knobs can build it.
-std::optional<TunableKernel> Tunable(const ir::PrimFunc& func, const ir::Target& target,
-                                     const ConstantOf& constant_of) {
-  std::vector<SearchSpace> spaces = SpacesFor(func.body, target, constant_of);
+// `func` as the tuner sees it, when a rule with knobs can build its body `simplified`
+// (SimplifyIndices). The workload is the kernel as fusion left it: simplification only
+// canonicalizes, and keyed on its text every record made before it would be lost.
+std::optional<TunableKernel> Tunable(const ir::PrimFunc& func, const ir::Stmt& simplified,
+                                     const ir::Target& target, const ConstantOf& constant_of) {
+  std::vector<SearchSpace> spaces = SpacesFor(simplified, target, constant_of);
   if (spaces.empty()) return std::nullopt;
   return TunableKernel{func.name, Workload(func, constant_of), std::move(spaces),
                        func.scalars.empty() ? "" : func.scalars.front()->name};
@@ -208,13 +210,14 @@ absl::StatusOr<ir::IRModule> Schedule(ir::IRModule module, const ir::Target& tar
   std::map<std::string, CallSite> sites = SingleCallSites(module);
   for (auto& [name, func] : module.prim_funcs) {
     if (func.is_host || !func.body) continue;
-    func.body = SimplifyIndices(func.body);
+    const ir::Stmt simplified = SimplifyIndices(func.body);
     if (target.IsGpu()) {
-      func.body = ScheduleForGpu(func.body, target);
+      func.body = ScheduleForGpu(simplified, target);
       continue;
     }
     ConstantOf constant_of = ConstantsAt(func, sites);
-    std::optional<TunableKernel> tunable = Tunable(func, target, constant_of);
+    std::optional<TunableKernel> tunable = Tunable(func, simplified, target, constant_of);
+    func.body = simplified;
     Trace trace = tunable ? ChosenTrace(*tunable, choose) : Trace{};
     ScheduledKernel rule = Build(func, target, constant_of, trace);
     if (tunable && buckets) {
@@ -231,10 +234,10 @@ std::vector<TunableKernel> TunableKernels(const ir::IRModule& module, const ir::
   ir::IRModule copy = module;
   std::map<std::string, CallSite> sites = SingleCallSites(copy);
   std::vector<TunableKernel> kernels;
-  for (auto& [name, func] : copy.prim_funcs) {
+  for (const auto& [name, func] : copy.prim_funcs) {
     if (func.is_host || !func.body) continue;
-    func.body = SimplifyIndices(func.body);  // as Schedule sees it
-    if (auto tunable = Tunable(func, target, ConstantsAt(func, sites))) {
+    if (auto tunable =
+            Tunable(func, SimplifyIndices(func.body), target, ConstantsAt(func, sites))) {
       kernels.push_back(*std::move(tunable));
     }
   }

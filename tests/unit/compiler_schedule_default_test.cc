@@ -3,7 +3,7 @@
 // reshaped to four heads of 16 and transposed, reads x at plain indices (no division by the
 // symbolic s per element), runs its outer loops fused into parallel tasks (a batch of one was
 // one task), vectorizes the copy that is contiguous on both sides, and matches the
-// interpreter.
+// interpreter. Tuning records keep naming kernels as fusion left them.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/schedule/simplify_indices.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/schedule_check.h"
 
@@ -104,6 +106,25 @@ TEST_P(ScheduleDefaultTest, ElementwiseRowsFuseSymbolicOuterLoops) {
                   absl::StrCat("b=", bv, " s=", s, " threads=", threads));
     }
   }
+}
+
+// A tuning record names its kernel by the kernel's text as fusion leaves it, not as
+// simplified: simplification only canonicalizes, and records made before it keep applying. A
+// padded conv's taps are checked against the input's extents, which simplification rewrites.
+TEST_P(ScheduleDefaultTest, TuningKeysAreTheKernelsAsFusionLeftThem) {
+  OnnxBuilder b;
+  b.Input("x", {1, 8, 10, 10});
+  b.FloatInitializer("w", {16, 8, 3, 3}, RandomValues(16 * 8 * 9, 4));
+  onnx::NodeProto& conv = b.Node("Conv", {"x", "w"}, {"y"});
+  OnnxBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  b.Output("y", {1, 16, 10, 10});
+  const ir::Target target = ResolvedTarget(GetParam());
+  const ir::IRModule fused = Fused(b.Serialize(), target);
+  const std::vector<schedule::TunableKernel> kernels = schedule::TunableKernels(fused, target);
+  ASSERT_EQ(kernels.size(), 1u);
+  const ir::PrimFunc& kernel = fused.prim_funcs.at(kernels[0].kernel);
+  EXPECT_NE(ir::ToString(schedule::SimplifyIndices(kernel.body)), ir::ToString(kernel.body));
+  EXPECT_EQ(kernels[0].workload.rfind(ir::CanonicalText(kernel), 0), 0u) << kernels[0].workload;
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, ScheduleDefaultTest, ::testing::ValuesIn(CpuTestTargets()));
