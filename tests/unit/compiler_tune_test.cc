@@ -274,6 +274,25 @@ TEST_F(TuningDbTest, EveryMatmulKnobChoiceReplaysIntoACorrectArtifact) {
   }
 }
 
+// The widest block of B with the deepest blocks would be 2 MiB of kernel-local scratch, more
+// than an Allocate may hold (codegen checks it): the rule takes half the depth instead, and
+// the artifact still computes what the interpreter does.
+TEST_F(TuningDbTest, AWideBlockOfBPackedAtRunTimeTakesLessDepth) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");
+  const std::string onnx = MatmulModel(false);
+  std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
+  ASSERT_EQ(kernels.size(), 1u);
+  Trace trace = kernels[0].spaces.front().Default();
+  for (schedule::Decision& d : trace.decisions) {
+    if (d.knob == "block_cols") d.value = 1024;
+    if (d.knob == "block_depth") d.value = 512;
+  }
+  EXPECT_THAT(ScheduledWith(onnx, target, trace), HasSubstr("alloc packed_b: f32[64, 256, 16]"));
+  ASSERT_NO_FATAL_FAILURE(Put(kernels[0], target, trace));
+  EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, true, target, trace.ToJson()),
+            "1 of 1 tunable kernels from tuning records");
+}
+
 TEST_F(TuningDbTest, RecordsOfAnotherCompilerOrTargetAreNotUsed) {
   ir::Target target = *ir::ParseTarget("x86_64-v3");
   const std::string onnx = MatmulModel(true);
