@@ -10,6 +10,8 @@ namespace kiln::codegen {
 
 using ir::StmtKind;
 
+// Kernel-local buffers live on the stack; anything bigger belongs in the workspace.
+constexpr int64_t kMaxStackBufferBytes = int64_t{1} << 20;
 // Workspace pointers are 64-byte aligned (KilnEnv::alloc); local buffers match.
 constexpr uint64_t kBufferAlignment = 64;
 
@@ -331,7 +333,7 @@ void FunctionEmitter::EmitAllocate(const StmtNode& s) {
         << " needs a constant size; dimension is " << arith::ToString(dim);
     count *= dim->int_value;
   }
-  KILN_CHECK(count * buffer->dtype.bytes() <= ir::kMaxAllocateBytes)
+  KILN_CHECK(count * buffer->dtype.bytes() <= kMaxStackBufferBytes)
       << "Allocate of " << buffer->name << " in " << func_.name << " is " << count
       << " elements, more than a kernel-local buffer may hold";
   KILN_CHECK(buffers_.Get(buffer.get()) == nullptr)

@@ -19,7 +19,7 @@ enum class StmtKind : uint8_t {
   kStore,       // buffer[indices] = value
   kLet,         // let var = value in body
   kIfThenElse,  // if (condition) then_case else else_case
-  kAllocate,    // buffer lives for body; constant size (kMaxAllocateBytes), kernel-local scratch
+  kAllocate,    // buffer lives for body; constant size, kernel-local scratch
   kEvaluate,    // value evaluated for its effect (a call)
   kSeq,         // seq in order
   kAssert,      // if (!condition) { evaluate on_fail; return failure }
@@ -34,10 +34,6 @@ inline constexpr ForKind kAllForKinds[] = {ForKind::kSerial,     ForKind::kParal
                                            ForKind::kVectorized, ForKind::kUnrolled,
                                            ForKind::kGpuBlock,   ForKind::kGpuThread};
 const char* ForKindName(ForKind kind);
-
-// The most an Allocate may hold: kernel-local buffers live on the stack, and anything bigger
-// belongs in the workspace. Schedules size their scratch within it.
-inline constexpr int64_t kMaxAllocateBytes = int64_t{1} << 20;
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;

@@ -70,15 +70,14 @@ using ir::StmtNode;
 // The matmul rule's knobs (see MatmulSpace); the defaults, each the first choice:
 //  - block_depth: reduction elements per packed block; a panel of 256 x NR floats stays in L1.
 //  - block_cols: columns per parallel task; their packed block (256 x 128 floats, 128 KiB)
-//    stays in L2 while every row tile of A passes over it. Wider blocks copy each row tile of
-//    A for fewer blocks (1024 x 4096 x 4096: 1024 columns by 256 took 0.97x the time of 512
-//    by 512); a block packed at run time holds at most ir::kMaxAllocateBytes.
+//    stays in L2 while every row tile of A passes over it.
 //  - group_tiles: row tiles per parallel task at most; a group of 32 x MR rows shares one
 //    packed block of B. A call with few tasks splits its rows finer, for about
 //    kTaskTiles / group_tiles tasks of group_tiles / 16 tiles or more: smaller groups balance
-//    the threads better, larger ones pack B less often (each group packs its own copy: at
-//    M = 1024, groups of 128 tiles took 0.97x the time of groups of 32 on one thread, 0.93x
-//    on two).
+//    the threads better, larger ones pack B less often (each group packs its own copy). 128
+//    only lets a tall C keep fewer, larger groups: at M = 1024 (74 tiles) one group packs
+//    each block once where groups of 32 packed it three times (0.97x the time on one thread,
+//    0.93x on two); a call still aims for 2 tasks or more, as with 64.
 //  - tile_rows (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit the vector
 //    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14); fewer where a
 //    constant M leaves less of the last tile unused (DefaultTileRows).
@@ -115,6 +114,8 @@ struct MatmulKnobs {
 // task packs its own B block: 8 tasks measured 4% slower on one thread (mobilenet_v2) and no
 // faster on two.
 constexpr int64_t kTaskTiles = 4 * 32;
+// The largest group_tiles that sets the tasks a call aims for: 2 tasks or more.
+constexpr int64_t kMaxAimTiles = kTaskTiles / 2;
 
 // The strip's row tiles and columns a step (MatmulTiler::Strip): 8 sums in flight, enough for
 // the FMA latency (4 cycles, 2 a cycle).
@@ -157,11 +158,6 @@ MatmulKnobs KnobsOf(const Trace& trace, const ir::Target& target, const Matmul& 
   k.cols = trace.Get("tile_vectors", 2) * Lanes(target);
   k.block_depth = trace.Get("block_depth", k.block_depth);
   k.block_cols = trace.Get("block_cols", k.block_cols);
-  // The block of B packed at run time is kernel-local: a wide block takes less depth (1024
-  // columns by 512 would be 2 MiB; they get 256).
-  while (k.block_depth > 1 && k.block_depth * k.block_cols * 4 > ir::kMaxAllocateBytes) {
-    k.block_depth /= 2;
-  }
   k.group_tiles = trace.Get("group_tiles", k.group_tiles);
   k.pack_a = trace.Get("pack_a", k.tile_rows > 8) != 0;
   k.pack_b = trace.Get("pack_b", !m.reads_b_in_place) != 0;
@@ -349,8 +345,11 @@ class MatmulTiler {
     PrimExpr tiles = RowTiles();
     PrimExpr fewest = CeilDiv(tiles, k_.group_tiles);
     PrimExpr others = arith::Max(Elements(m_) * ColBlocks(), I(1));
-    PrimExpr aim = I(std::max<int64_t>(1, kTaskTiles / k_.group_tiles));
-    PrimExpr most = arith::FloorDiv(tiles, I(std::max<int64_t>(1, k_.group_tiles / 16)));
+    // Groups larger than kMaxAimTiles only cap the tiles a group may hold: the records are
+    // timed on one thread, and a call of one task would leave the second thread idle.
+    const int64_t group_tiles = std::min(k_.group_tiles, kMaxAimTiles);
+    PrimExpr aim = I(std::max<int64_t>(1, kTaskTiles / group_tiles));
+    PrimExpr most = arith::FloorDiv(tiles, I(std::max<int64_t>(1, group_tiles / 16)));
     PrimExpr wanted = arith::Min(CeilDivBy(aim, others), arith::Max(most, I(1)));
     return analyzer.Simplify(arith::Max(fewest, wanted));
   }
@@ -855,7 +854,7 @@ SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b, bool read
                     {{"tile_rows", tile_rows},
                      {"tile_vectors", {2, 1}},
                      {"block_depth", {256, 128, 512, 64}},
-                     {"block_cols", {128, 64, 256, 512, 1024}},
+                     {"block_cols", {128, 64, 256, 512}},
                      {"group_tiles", {32, 8, 16, 64, 128}},
                      {"pack_a", {rows > 8, rows <= 8}}}};
   if (reads_b_in_place) space.knobs.push_back({"pack_b", {0, 1}});

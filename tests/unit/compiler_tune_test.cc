@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <set>
 
 #include "cache/tuning_db.h"
@@ -274,23 +275,36 @@ TEST_F(TuningDbTest, EveryMatmulKnobChoiceReplaysIntoACorrectArtifact) {
   }
 }
 
-// The widest block of B with the deepest blocks would be 2 MiB of kernel-local scratch, more
-// than an Allocate may hold (codegen checks it): the rule takes half the depth instead, and
-// the artifact still computes what the interpreter does.
-TEST_F(TuningDbTest, AWideBlockOfBPackedAtRunTimeTakesLessDepth) {
-  ir::Target target = *ir::ParseTarget("x86_64-v3");
-  const std::string onnx = MatmulModel(false);
-  std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
-  ASSERT_EQ(kernels.size(), 1u);
-  Trace trace = kernels[0].spaces.front().Default();
-  for (schedule::Decision& d : trace.decisions) {
-    if (d.knob == "block_cols") d.value = 1024;
-    if (d.knob == "block_depth") d.value = 512;
-  }
-  EXPECT_THAT(ScheduledWith(onnx, target, trace), HasSubstr("alloc packed_b: f32[64, 256, 16]"));
-  ASSERT_NO_FATAL_FAILURE(Put(kernels[0], target, trace));
-  EXPECT_EQ(ExpectCompiledMatchesInterpreter(onnx, true, target, trace.ToJson()),
-            "1 of 1 tunable kernels from tuning records");
+// Row groups of 128 tiles: a tall product keeps fewer groups than with 64 (each packs its own
+// copy of B's blocks), and a call still has two tasks or more, so a record timed on one thread
+// leaves work for a second one.
+TEST(MatmulGroupTilesTest, GroupsOf128TilesOnlyCapTheTilesOfAGroup) {
+  ir::Target target = *ir::ParseTarget("x86_64-v3");  // 6-row tiles
+  auto groups = [&](int64_t rows, int64_t group_tiles) {
+    testing::OnnxBuilder b;
+    b.Input("a", {rows, 70});
+    b.Input("w", {70, 45});
+    b.Node("MatMul", {"a", "w"}, {"y"});
+    b.Output("y", {rows, 45});
+    const std::string onnx = b.Serialize();
+    std::vector<schedule::TunableKernel> kernels = Tunable(onnx, target);
+    EXPECT_EQ(kernels.size(), 1u);
+    if (kernels.size() != 1) return int64_t{-1};
+    Trace trace = kernels[0].spaces.front().Default();
+    for (schedule::Decision& d : trace.decisions) {
+      if (d.knob == "group_tiles") d.value = group_tiles;
+    }
+    const std::string text = ScheduledWith(onnx, target, trace);
+    std::smatch match;
+    EXPECT_TRUE(std::regex_search(text, match, std::regex("let groups: i64 = (\\d+)"))) << text;
+    return match.empty() ? int64_t{-1} : int64_t{std::stoi(match[1])};
+  };
+  // 1024 rows, 171 tiles, one column block.
+  EXPECT_EQ(groups(1024, 64), 3);
+  EXPECT_EQ(groups(1024, 128), 2);
+  // 128 rows, 22 tiles: two groups either way.
+  EXPECT_EQ(groups(128, 64), 2);
+  EXPECT_EQ(groups(128, 128), 2);
 }
 
 TEST_F(TuningDbTest, RecordsOfAnotherCompilerOrTargetAreNotUsed) {
