@@ -30,8 +30,9 @@ namespace kiln::driver {
 // epilogue runs on whole vectors (a pointwise conv's choice between the tiler and the matmul
 // rule, and the tiler's tile widths, shift). 10: the conv tiler's parallel_blocks knob is
 // gone (records that ran a block at a time, slow on two threads, are retuned). 11: the matmul
-// rule's pack_b knob (a pointwise conv reads its input plane in place by default).
-inline constexpr int kTuningSpaceVersion = 11;
+// rule's pack_b knob (a pointwise conv reads its input plane in place by default). 12: the
+// conv row form's channel_lanes (a depthwise conv with channels in the vector lanes).
+inline constexpr int kTuningSpaceVersion = 12;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

@@ -26,7 +26,8 @@
 //
 // Pointwise convs take the matmul rule instead (PointwiseConv), or the tiler where their
 // trace says so (ConvSpaces has both), and convs the tiler does not
-// take (depthwise, small groups) the row form (RowConv), or its plane form. The tile's
+// take (depthwise, small groups) the row form (RowConv), or its plane form, or for a depthwise
+// conv on a narrow plane, channels in the vector lanes (LaneConv). The tile's
 // shape, the input-channel blocks and the row form's parallel split are knobs (ConvKnobs,
 // ConvSpaces), at the values described here by default, except that with weights packed at
 // compile time the (ocb, oh) pairs form one parallel loop (always: see Build).
@@ -67,6 +68,9 @@ constexpr int64_t kMinRowTile = 4;
 // The plane form's band of padded input rows: 32 KiB, in L1 (48 KiB on the Xeons measured)
 // beside the output row.
 constexpr int64_t kPlaneFloats = 8192;
+// The channel-lanes form's padded plane of a block of channels: 64 KiB, 29 x 29 positions of
+// 16 lanes (a stride-2 conv from 28 x 28).
+constexpr int64_t kLaneFloats = 16384;
 // How far ahead (in rows of packed weights, one per tap and channel) the tiler prefetches
 // weights packed at compile time: 8 KiB at two 16-lane vectors per row.
 constexpr int64_t kPrefetchTaps = 64;
@@ -283,6 +287,9 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //  - parallel_rows: run (channel, row) pairs in parallel rather than channels.
 //  - plane: with unrolled taps and channels in parallel, the plane form (see RowConv) where
 //    it applies; the row form otherwise.
+//  - channel_lanes: for a depthwise conv of whole blocks of vector-wide channels, the
+//    channel-lanes form (LaneConv), by default on rows at most half a vector wide; read in
+//    ScheduleConv, which knows the conv.
 struct ConvKnobs {
   int64_t tile_cols = 6;
   int64_t tile_vectors = 2;
@@ -1590,6 +1597,158 @@ class RowConv {
   PrimExpr front_ = arith::MakeVar("front"), copy_size_ = arith::MakeVar("copy_size");
 };
 
+// Depthwise convs on small planes, with channels in the vector lanes (what ORT's NCHWc
+// layout does across a network, here inside one kernel):
+//
+//   for n; for b (a block of L channels, parallel):
+//     wt[k, l] = w[b * L + l, 0, kh, kw] for every tap k = (kh, kw)
+//     pad = 0; pad[r, j, l] = x[n, b * L + l, r + base_h, j + base_w] where that is inside x
+//     for oh; for ow; for l (vectorized):
+//       sum of pad[oh * sh + kh * dh, ow * sw + kw * dw, l] * wt[k, l] in (kh, kw) order
+//       epilogue at [n, b * L + l, oh, ow]
+//
+// Every load of the sums is a whole vector at any stride and plane width; the row form's
+// vectors are positions of a row, of which a row of 7 fills 7 of 16 lanes and a column
+// stride of 2 shuffles. The copy into pad gathers (a lane per channel plane) and the
+// epilogue's stores scatter, once an element each, so the form pays where the sums' vectors
+// are what the row form loses: rows at most half a vector wide (LanesByDefault). A tap in the
+// padding adds 0 * w, which leaves the sum as skipping it does because w is finite (the plane
+// form's condition).
+class LaneConv {
+ public:
+  LaneConv(const Conv& conv, const ir::Target& target, const ir::NDArray* weights)
+      : conv_(conv), lanes_(VectorLanes(target)) {
+    takes_ = Matches(weights);
+  }
+
+  // Whether the form takes the conv: one input channel per output channel (its own), whole
+  // blocks of L channels, constant finite weights, affine rows and columns.
+  bool Takes() const { return takes_; }
+
+  // By default where the row form's vectors are emptiest, on output rows at most half a vector
+  // wide (3x3 depthwise, AVX-512, alone: 960 channels of 7 x 7 in 0.7x the row form's time,
+  // 576 of 14 -> 7 at stride 2 in 0.55x; but 384 of 14 x 14 in 1.1x, 192 of 28 -> 14 at
+  // stride 2 in 1.15x). A symbolic width decides at run time (Build).
+  bool LanesByDefault() const {
+    if (!takes_) return false;
+    return conv_.width->kind != ExprKind::kIntImm || 2 * conv_.width->int_value <= lanes_;
+  }
+
+  // The form where pad holds the padded plane of a block (and, with a symbolic width, the rows
+  // are at most half a vector wide), `other` (the row form) elsewhere.
+  Stmt Build(Stmt other) const {
+    PrimExpr fits = Le(PadRows() * PadColumns() * I(lanes_), I(kLaneFloats));
+    if (conv_.width->kind != ExprKind::kIntImm) {
+      fits = And(fits, Le(I(2) * conv_.width, I(lanes_)));
+    }
+    Stmt block = ir::Allocate(wt_, ir::Allocate(pad_, ir::Seq({Weights(), Fill(), Sums()})));
+    Stmt blocks = Loop(
+        conv_.n, conv_.batch, ForKind::kSerial,
+        Loop(b_, arith::FloorDiv(conv_.channels, I(lanes_)), ForKind::kParallel, std::move(block)));
+    return ir::IfThenElse(fits, blocks, std::move(other));
+  }
+
+ private:
+  bool Matches(const ir::NDArray* weights) {
+    if (conv_.cg != 1 || conv_.taps_h * conv_.taps_w > kMaxUnrolledTaps || conv_.epilogue.empty() ||
+        !IsWeightConstant(conv_, weights)) {
+      return false;
+    }
+    if (conv_.channels->kind != ExprKind::kIntImm || conv_.channels->int_value % lanes_ != 0) {
+      return false;
+    }
+    const float* w = weights->data<float>();
+    for (int64_t i = 0; i < weights->num_elements(); ++i) {
+      if (!std::isfinite(w[i])) return false;
+    }
+    arith::Analyzer analyzer;
+    PrimExpr channel = analyzer.Simplify(Replace(conv_.x_indices[1], {conv_.c}, {I(0)}));
+    if (!IsVar(channel, conv_.m)) return false;
+    rows_ = AffineAxisOf(conv_.x_indices[2], conv_.oh, conv_.kh);
+    cols_ = AffineAxisOf(conv_.x_indices[3], conv_.ow, conv_.kw);
+    return rows_ && cols_;
+  }
+
+  // The padded plane: input rows (columns) base .. base + PadRows() - 1, those the taps reach.
+  static PrimExpr Reach(const PrimExpr& out, const AffineAxis& axis, int64_t taps) {
+    return (out - I(1)) * I(axis.stride) + I((taps - 1) * axis.dilation + 1);
+  }
+  PrimExpr PadRows() const { return Reach(conv_.height, *rows_, conv_.taps_h); }
+  PrimExpr PadColumns() const { return Reach(conv_.width, *cols_, conv_.taps_w); }
+  // pad[r, j, l]
+  PrimExpr PadAt(const PrimExpr& r, const PrimExpr& j) const {
+    return (r * PadColumns() + j) * I(lanes_) + lane_;
+  }
+  PrimExpr Channel() const { return b_ * I(lanes_) + lane_; }
+  Stmt OverLanes(Stmt body) const { return Loop(lane_, I(lanes_), ForKind::kVectorized, body); }
+
+  // The block's weights, a vector per tap.
+  Stmt Weights() const {
+    std::vector<Stmt> taps;
+    for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+      for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+        PrimExpr w = arith::Load(conv_.w, {Channel(), I(0), I(kh), I(kw)});
+        taps.push_back(OverLanes(ir::Store(wt_, {I(Tap(kh, kw) * lanes_) + lane_}, w)));
+      }
+    }
+    return ir::Seq(taps);
+  }
+  int64_t Tap(int64_t kh, int64_t kw) const { return kh * conv_.taps_w + kw; }
+
+  // pad zeroed, then the input rows and columns it holds copied in, a vector of channels per
+  // input element.
+  Stmt Fill() const {
+    PrimExpr floats = PadRows() * PadColumns() * I(lanes_);
+    Stmt zero =
+        ir::For(j_, I(0), floats, ForKind::kVectorized, ir::Store(pad_, {j_}, arith::FloatImm(0)));
+    auto inside = [](const PrimExpr& extent, const AffineAxis& axis, const PrimExpr& reach) {
+      PrimExpr first = arith::Max(I(0), I(axis.base));
+      return std::pair{first, arith::Max(first, arith::Min(extent, reach + I(axis.base)))};
+    };
+    auto [row0, row_end] = inside(conv_.x->shape[2], *rows_, PadRows());
+    auto [col0, col_end] = inside(conv_.x->shape[3], *cols_, PadColumns());
+    PrimExpr x = arith::Load(conv_.x, {conv_.n, Channel(), ih_, iw_});
+    Stmt copy = ir::Store(pad_, {PadAt(ih_ - I(rows_->base), iw_ - I(cols_->base))}, x);
+    return ir::Seq(
+        {zero, ir::For(ih_, row0, row_end - row0, ForKind::kSerial,
+                       ir::For(iw_, col0, col_end - col0, ForKind::kSerial, OverLanes(copy)))});
+  }
+
+  // Each output element's taps summed in (kh, kw) order, then the epilogue at channel m.
+  Stmt Sums() const {
+    PrimExpr sum = arith::FloatImm(0);
+    for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
+      for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+        PrimExpr r = conv_.oh * I(rows_->stride) + I(kh * rows_->dilation);
+        PrimExpr j = conv_.ow * I(cols_->stride) + I(kw * cols_->dilation);
+        PrimExpr w = arith::Load(wt_, {I(Tap(kh, kw) * lanes_) + lane_});
+        sum = sum + arith::Load(pad_, {PadAt(r, j)}) * w;
+      }
+    }
+    std::vector<Stmt> stores;
+    for (const Stmt& s : conv_.epilogue) {
+      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& e) -> PrimExpr {
+        if (e->kind == ExprKind::kLoad && e->buffer == conv_.acc)
+          return arith::Cast(conv_.acc_t, sum);
+        return nullptr;
+      });
+      stores.push_back(ir::Store(s->buffer, {conv_.n, conv_.m, conv_.oh, conv_.ow}, value));
+    }
+    Stmt element = OverLanes(ir::Let(conv_.m, Channel(), ir::Seq(stores)));
+    return Loop(conv_.oh, conv_.height, ForKind::kSerial,
+                Loop(conv_.ow, conv_.width, ForKind::kSerial, element));
+  }
+
+  const Conv& conv_;
+  const int64_t lanes_;  // L: channels per block, f32 per vector register
+  bool takes_ = false;
+  std::optional<AffineAxis> rows_, cols_;
+  PrimExpr b_ = arith::MakeVar("cb"), lane_ = arith::MakeVar("lane"), j_ = arith::MakeVar("j");
+  PrimExpr ih_ = arith::MakeVar("ih"), iw_ = arith::MakeVar("iw");
+  Buffer wt_ = arith::MakeBuffer("wt", DataType::Float(32), {I(kMaxUnrolledTaps * lanes_)});
+  Buffer pad_ = arith::MakeBuffer("pad", DataType::Float(32), {I(kLaneFloats)});
+};
+
 }  // namespace
 
 namespace {
@@ -1688,8 +1847,14 @@ std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& 
   if (m) return TileMatmul(*m, target, constant_of, Trace{});
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
   std::optional<Stmt> row = RowConv(*conv, target, weights, knobs).Build();
-  if (row) return ScheduledKernel{*row, std::nullopt};
-  return std::nullopt;
+  if (!row) return std::nullopt;
+  LaneConv lanes(*conv, target, weights);
+  const bool lanes_default = lanes.LanesByDefault();
+  if (lanes.Takes() &&
+      (trace.rule == "conv" ? trace.Get("channel_lanes", lanes_default) != 0 : lanes_default)) {
+    return ScheduledKernel{lanes.Build(*row), std::nullopt};
+  }
+  return ScheduledKernel{*row, std::nullopt};
 }
 
 namespace {
@@ -1732,6 +1897,11 @@ SearchSpace RowSpace(const Conv& conv, const ir::Target& target, const ir::NDArr
   knobs.push_back({"parallel_rows", {0, 1}});
   if (RowConv(conv, target, weights, KnobsOf({}, target, conv.width)).TakesPlaneForm()) {
     knobs.push_back({"plane", {1, 0}});
+  }
+  LaneConv lanes(conv, target, weights);
+  if (lanes.Takes()) {
+    const int64_t by_default = lanes.LanesByDefault();
+    knobs.push_back({"channel_lanes", {by_default, 1 - by_default}});
   }
   return {"conv", std::move(knobs)};
 }

@@ -27,14 +27,14 @@ std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Targ
 // The conv rule's spaces for the kernel, rule "conv": for the tiler, the register tile's
 // columns, rows and output-channel vectors, the input-channel block and the parallel split;
 // for the row form (depthwise), whether few taps are unrolled, the register tile's width,
-// the parallel split and, with constant finite weights and a column stride of 1, the plane
-// form. The space is that of the form ScheduleConv builds with the same
-// `constant_of` (the tiler takes deeper convs when their weights are constant).
-// A pointwise conv has two: the matmul rule's (MatmulSpace), the default, and the tiler's.
-// On a small plane deep in a network (49 positions, 960 input channels) the matmul's
-// vectors of positions leave a quarter of their lanes empty, and the tiler, whose lanes are
-// output channels, ran in 0.6-0.9 of its time; with few input channels the tiler's stores,
-// a lane at a time across the planes, cost more than they save. The tuner measures both.
+// the parallel split, with constant finite weights and a column stride of 1 the plane form,
+// and for a depthwise conv of whole blocks of channels, channels in the vector lanes. The space is
+// that of the form ScheduleConv builds with the same `constant_of` (the tiler takes deeper convs
+// when their weights are constant). A pointwise conv has two: the matmul rule's (MatmulSpace), the
+// default, and the tiler's. On a small plane deep in a network (49 positions, 960 input channels)
+// the matmul's vectors of positions leave a quarter of their lanes empty, and the tiler, whose
+// lanes are output channels, ran in 0.6-0.9 of its time; with few input channels the tiler's
+// stores, a lane at a time across the planes, cost more than they save. The tuner measures both.
 // Empty when the rule does not take the kernel.
 std::vector<SearchSpace> ConvSpaces(const ir::Stmt& body, const ir::Target& target,
                                     const ConstantOf& constant_of = nullptr);

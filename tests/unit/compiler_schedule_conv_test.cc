@@ -367,19 +367,19 @@ TEST_P(ScheduleConvTest, DepthwiseConvSumsItsTapsUnrolled) {
   EXPECT_EQ(kernels.find("for rkw"), std::string::npos) << kernels;
 }
 
-// A depthwise 3x3 conv (relu) of 6 channels over a plane of symbolic height and width, with
-// `strides` (rows, columns), `pads` and constant weights `weights`.
+// A depthwise 3x3 conv (relu) of `channels` channels over a plane of symbolic height and
+// width, with `strides` (rows, columns), `pads` and constant weights `weights`.
 std::string SymbolicPlaneDepthwise(std::vector<int64_t> strides, std::vector<int64_t> pads,
-                                   std::vector<float> weights) {
+                                   std::vector<float> weights, int64_t channels = 6) {
   OnnxBuilder b;
-  b.Input("x", {"n", 6, "h", "w"});
-  b.FloatInitializer("k", {6, 1, 3, 3}, std::move(weights));
+  b.Input("x", {"n", channels, "h", "w"});
+  b.FloatInitializer("k", {channels, 1, 3, 3}, std::move(weights));
   onnx::NodeProto& conv = b.Node("Conv", {"x", "k"}, {"y"});
   OnnxBuilder::IntsAttr(conv, "pads", pads);
   OnnxBuilder::IntsAttr(conv, "strides", strides);
-  OnnxBuilder::IntAttr(conv, "group", 6);
+  OnnxBuilder::IntAttr(conv, "group", channels);
   b.Node("Relu", {"y"}, {"z"});
-  b.Output("z", {"n", 6, "oh", "ow"});
+  b.Output("z", {"n", channels, "oh", "ow"});
   return b.Serialize();
 }
 
@@ -511,6 +511,56 @@ TEST_P(ScheduleConvTest, PlaneFormMatchesTheInterpreterAcrossBands) {
       ExpectClose(compiled.Run(inputs, out, 2), (*expected)[0], "");
     }
   }
+}
+
+// A depthwise conv of whole blocks of L channels (a vector of f32) with constant, finite
+// weights takes the channel-lanes form where its output rows are at most half a vector wide:
+// a block's padded plane in pad, its weights in wt, every sum a vector of channels. At a
+// symbolic width that is decided at run time: wider rows, and planes of more positions than
+// pad holds (302 x 6 at 16 lanes), take the row form. Against the interpreter on both sides,
+// at strides 1 and 2, padding on two sides only, on one and three threads.
+TEST_P(ScheduleConvTest, NarrowDepthwisePlanesTakeChannelsInLanes) {
+  const int64_t channels = 32;
+  for (int64_t stride : {1, 2}) {
+    std::string onnx = SymbolicPlaneDepthwise({stride, stride}, {2, 0, 0, 2},
+                                              RandomValues(channels * 3 * 3, 5), channels);
+    EXPECT_NE(ScheduledKernels(onnx, GetParam()).find("alloc wt"), std::string::npos);
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    Compiled compiled(onnx, GetParam());
+    for (auto [height, width] : {std::pair<int64_t, int64_t>{1, 1},
+                                 {2, 2},
+                                 {3, 5},
+                                 {7, 7},
+                                 {9, 14},
+                                 {5, 15},
+                                 {4, 16},
+                                 {6, 33},
+                                 {300, 4}}) {
+      SCOPED_TRACE("stride " + std::to_string(stride) + ", " + std::to_string(height) + " x " +
+                   std::to_string(width));
+      std::vector<ir::NDArray> inputs = {RandomArray({2, channels, height, width}, width)};
+      auto expected = interp::Run(*module, inputs);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      std::vector<int64_t> out = {2, channels, (height + 2 - 3) / stride + 1,
+                                  (width + 2 - 3) / stride + 1};
+      ir::NDArray one = compiled.Run(inputs, out, 1);
+      ExpectClose(one, (*expected)[0], "threads=1");
+      ExpectClose(compiled.Run(inputs, out, 3), one, "threads=3");
+    }
+  }
+}
+
+// The channel-lanes form adds 0 * w for a tap in the padding: a weight that is not finite
+// leaves the conv the row form, as do channels that are no whole blocks of vectors.
+TEST_P(ScheduleConvTest, ChannelsInLanesNeedFiniteWeightsAndWholeBlocks) {
+  std::vector<float> weights = RandomValues(32 * 3 * 3, 5);
+  weights[100] = std::numeric_limits<float>::quiet_NaN();
+  const std::string lanes = "alloc wt";
+  EXPECT_EQ(ScheduledKernels(SymbolicPlaneDepthwise({1, 1}, {1, 1, 1, 1}, weights, 32), GetParam())
+                .find(lanes),
+            std::string::npos);
+  EXPECT_EQ(ScheduledKernels(SymbolicPlaneDepthwise(1), GetParam()).find(lanes), std::string::npos);
 }
 
 // Weights given at run time are packed by the kernel, per block of output channels.
@@ -655,6 +705,16 @@ std::vector<ConvCase> TunedCases() {
        .k = 3,
        .group = 5,
        .pads = {1, 0, 2, 1}},
+      // Whole blocks of channels at every vector width: the channel-lanes form, the default
+      // where rows of 7 are at most half a vector (16 lanes).
+      {.name = "depthwise_channel_blocks",
+       .c = 16,
+       .m = 16,
+       .h = 7,
+       .w = 7,
+       .k = 3,
+       .group = 16,
+       .pads = {1, 1, 1, 1}},
   };
 }
 
@@ -714,7 +774,10 @@ TEST_P(ScheduleConvTest, ConvKernelsAreTunableInTheirRulesSpace) {
         std::tuple{TunedCases()[4], "conv", Names{"unroll_taps", "row_vectors", "parallel_rows"}},
         std::tuple{TunedCases()[7], "conv",
                    Names{"unroll_taps", "row_vectors", "parallel_rows", "plane"}},
-        std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}}}) {
+        std::tuple{TunedCases()[5], "conv", Names{"row_vectors", "parallel_rows"}},
+        std::tuple{
+            TunedCases()[8], "conv",
+            Names{"unroll_taps", "row_vectors", "parallel_rows", "plane", "channel_lanes"}}}) {
     SCOPED_TRACE(conv.name);
     std::vector<schedule::SearchSpace> spaces = ConvSpaces(conv, target);
     ASSERT_EQ(spaces.size(), 1u);
