@@ -1626,9 +1626,9 @@ class LaneConv {
   bool Takes() const { return takes_; }
 
   // By default where the row form's vectors are emptiest, on output rows at most half a vector
-  // wide (3x3 depthwise, AVX-512, alone: 960 channels of 7 x 7 in 0.7x the row form's time,
-  // 576 of 14 -> 7 at stride 2 in 0.55x; but 384 of 14 x 14 in 1.1x, 192 of 28 -> 14 at
-  // stride 2 in 1.15x). A symbolic width decides at run time (Build).
+  // wide (3x3 depthwise, AVX-512, alone: 960 channels of 7 x 7 in 0.74x the row form's time,
+  // 576 of 14 -> 7 at stride 2 in 0.57x; but 384 of 14 x 14 in 1.2x, 192 of 28 -> 14 at
+  // stride 2 in 1.1x). A symbolic width decides at run time (Build).
   bool LanesByDefault() const {
     if (!takes_) return false;
     return conv_.width->kind != ExprKind::kIntImm || 2 * conv_.width->int_value <= lanes_;
