@@ -1916,9 +1916,11 @@ std::vector<SearchSpace> ConvSpaces(const Stmt& body, const ir::Target& target,
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
   const bool tiler = ConvTiler(*conv, target, weights, defaults).Takes();
   if (std::optional<Matmul> m = PointwiseConv(*conv).AsMatmul()) {
-    std::optional<int64_t> rows;  // the output channels
+    std::optional<int64_t> rows, depth;  // the output and input channels
     if (m->i.extent->kind == ExprKind::kIntImm) rows = m->i.extent->int_value;
-    std::vector<SearchSpace> spaces = {MatmulSpace(target, false, /*reads_b_in_place=*/true, rows)};
+    if (m->depth->kind == ExprKind::kIntImm) depth = m->depth->int_value;
+    std::vector<SearchSpace> spaces = {
+        MatmulSpace(target, false, /*reads_b_in_place=*/true, rows, depth)};
     if (tiler) spaces.push_back(TilerSpace(*conv, target, weights));
     return spaces;
   }

@@ -89,13 +89,19 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target,
 // kernel may have one row and B is not a constant packed at compile time) also the one-row
 // form's panel width; with `reads_b_in_place` (Matmul::reads_b_in_place) also whether B is
 // packed, reading it in place the first choice. `constant_rows`: M, where it is a constant
-// (the default tile rows waste least of it: DefaultTileRows).
+// (the default tile rows waste least of it: DefaultTileRows); `constant_depth`: K, where it
+// is a constant (the default columns per task: DefaultBlockCols).
 SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b = false,
                         bool reads_b_in_place = false,
-                        std::optional<int64_t> constant_rows = std::nullopt);
+                        std::optional<int64_t> constant_rows = std::nullopt,
+                        std::optional<int64_t> constant_depth = std::nullopt);
 
 // The matmul rule's default register tile rows (MR) on `target` for M = `rows`.
 int64_t DefaultTileRows(const ir::Target& target, std::optional<int64_t> rows);
+
+// The matmul rule's default columns per task for K = `depth`: 128, or up to 512 for a
+// shallow product, so that a block of B holds about as many floats.
+int64_t DefaultBlockCols(std::optional<int64_t> depth);
 
 // The GPU rules, for every kernel of a GPU target (gpu_rule.cc). A block's gpu_thread loops
 // run one after another with a barrier between them (phases), so values that pass from one

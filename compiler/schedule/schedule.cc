@@ -93,10 +93,11 @@ std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& targe
   if (std::optional<Matmul> m = MatchMatmul(body)) {
     const arith::PrimExpr& rows = m->i.extent;
     const bool one_row = rows->kind != arith::ExprKind::kIntImm || rows->is_const_int(1);
-    std::optional<int64_t> constant_rows;
+    std::optional<int64_t> constant_rows, constant_depth;
     if (rows->kind == arith::ExprKind::kIntImm) constant_rows = rows->int_value;
-    std::vector<SearchSpace> spaces = {
-        MatmulSpace(target, one_row && !constant_of(m->b_load->buffer), false, constant_rows)};
+    if (m->depth->kind == arith::ExprKind::kIntImm) constant_depth = m->depth->int_value;
+    std::vector<SearchSpace> spaces = {MatmulSpace(
+        target, one_row && !constant_of(m->b_load->buffer), false, constant_rows, constant_depth)};
     for (SearchSpace& library : LibrarySpaces(body, target)) spaces.push_back(std::move(library));
     return spaces;
   }

@@ -854,13 +854,14 @@ TEST_P(ScheduleConvTest, PointwiseConvIsTunedAsAMatmulAndInTheTilersSpace) {
 // A pointwise conv takes the matmul rule over the flattened plane, the residual epilogue
 // fused into the tile's store. B (x) is read in place in panels of whole positions, and only
 // the panel that crosses the plane's end is copied (zeros past it); with pack_b on, every
-// panel is copied, as in other products.
+// panel is copied, as in other products. Its 7 input channels make a shallow product: tasks
+// of 512 columns (DefaultBlockCols).
 TEST_P(ScheduleConvTest, PointwiseConvIsAMatmulOverThePlaneReadInPlace) {
   ConvCase pointwise{.name = "1x1", .c = 7, .m = 20, .h = 6, .w = 9, .k = 1, .residual = true};
   std::string kernels = ScheduledKernels(pointwise.Model(), GetParam());
   EXPECT_EQ(kernels.find("packed_w"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("prim_func @fused_conv_add"), std::string::npos) << kernels;
-  const std::string in_place = "* A0[i0, kc * 256 + kk, 0, jc * 128 + jp * ";
+  const std::string in_place = "* A0[i0, kc * 256 + kk, 0, jc * 512 + jp * ";
   const std::string whole_panel_copied = "packed_b[pjp, pkk, pjj] = A0[";
   EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find(in_place), std::string::npos) << kernels;

@@ -364,13 +364,14 @@ TEST_P(ScheduleMatmulTest, PointwiseConvStripsTheColumnsPastTheLastVector) {
 }
 
 // Consecutive tasks take the column blocks of one row group: a 14 x 14 plane is one block of
-// 128 columns and one of 68, and a thread's contiguous range of tasks should hold both kinds,
-// not only the full blocks.
+// 128 columns and one of 68 (130 input channels: a product deep enough for blocks of 128, see
+// DefaultBlockCols), and a thread's contiguous range of tasks should hold both kinds, not only
+// the full blocks.
 TEST_P(ScheduleMatmulTest, ConsecutiveTasksTakeTheColumnBlocksOfOneRowGroup) {
   OnnxBuilder b;
-  b.Input("x", {1, 70, 14, 14});
-  std::vector<float> w(161 * 70, 0.5f);
-  b.FloatInitializer("w", {161, 70, 1, 1}, w);
+  b.Input("x", {1, 130, 14, 14});
+  std::vector<float> w(161 * 130, 0.5f);
+  b.FloatInitializer("w", {161, 130, 1, 1}, w);
   b.Node("Conv", {"x", "w"}, {"y"});
   b.Output("y", {1, 161, 14, 14});
   std::string kernel = KernelText(ScheduledKernels(b.Serialize(), GetParam()), "conv_0");

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -85,6 +86,29 @@ TEST(TraceTest, DefaultTileRowsWasteLeastOfAConstantM) {
   EXPECT_EQ(schedule::DefaultTileRows(v4, std::nullopt), 14);  // a symbolic M
   EXPECT_EQ(schedule::DefaultTileRows(v3, 16), 6);             // 6 x 3 against 4 x 4: a tie
   EXPECT_EQ(schedule::DefaultTileRows(v3, 8), 4);
+}
+
+// A shallow product's task takes more columns by default, as many more as keep a block of B
+// about 256 x 128 floats, up to 512: C's rows are then written in strips of 2 KiB, not 512
+// bytes (a 1x1 conv of 16 -> 96 channels on 112 x 112 ran 0.73x the time; bench/RESULTS.md,
+// twenty-third round). The other column counts stay choices, each once.
+TEST(TraceTest, ShallowProductsTakeWiderColumnBlocksByDefault) {
+  ir::Target v4 = *ir::ParseTarget("x86_64-v4");
+  const std::vector<std::pair<int64_t, int64_t>> cols_for_k = {
+      {1, 512}, {16, 512}, {64, 512}, {65, 256}, {96, 256}, {128, 256}, {129, 128}, {1024, 128}};
+  for (auto [k, cols] : cols_for_k) {
+    EXPECT_EQ(schedule::DefaultBlockCols(k), cols) << "K = " << k;
+    schedule::SearchSpace space = schedule::MatmulSpace(v4, false, true, 96, k);
+    EXPECT_EQ(space.Default().Get("block_cols", 0), cols) << "K = " << k;
+    auto knob =
+        std::ranges::find_if(space.knobs, [](const auto& kn) { return kn.name == "block_cols"; });
+    ASSERT_NE(knob, space.knobs.end());
+    std::vector<int64_t> choices = knob->choices;
+    std::ranges::sort(choices);
+    EXPECT_EQ(choices, (std::vector<int64_t>{64, 128, 256, 512})) << "K = " << k;
+  }
+  EXPECT_EQ(schedule::DefaultBlockCols(std::nullopt), 128);  // a symbolic K
+  EXPECT_EQ(schedule::MatmulSpace(v4).Default().Get("block_cols", 0), 128);
 }
 
 TEST(CostModelTest, RidgeRegressionRanksByTheLearnedFunction) {
