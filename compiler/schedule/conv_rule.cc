@@ -963,6 +963,20 @@ class PointwiseConv {
   const Conv& conv_;
 };
 
+// The conv's epilogue at row `oh`, column `ow` of channel m, with `sum` the finished sum.
+Stmt ConvEpilogue(const Conv& conv, const PrimExpr& oh, const PrimExpr& ow, const PrimExpr& sum) {
+  std::vector<Stmt> stores;
+  for (const Stmt& s : conv.epilogue) {
+    PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& x) -> PrimExpr {
+      if (x->kind == ExprKind::kLoad && x->buffer == conv.acc) return sum;
+      return nullptr;
+    });
+    value = Replace(value, {conv.oh, conv.ow}, {oh, ow});
+    stores.push_back(ir::Store(s->buffer, {conv.n, conv.m, oh, ow}, value));
+  }
+  return ir::Seq(stores);
+}
+
 // The form for convolutions the tiler does not take (depthwise, small groups), one output row
 // at a time:
 //
@@ -1125,16 +1139,7 @@ class RowConv {
   // The same at row `oh`; (0, p) is position p of the flattened plane where the epilogue runs
   // on the output plane (EpilogueOnOutputPlane).
   Stmt EpilogueAt(const PrimExpr& oh, const PrimExpr& ow, const PrimExpr& sum) const {
-    std::vector<Stmt> stores;
-    for (const Stmt& s : conv_.epilogue) {
-      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& x) -> PrimExpr {
-        if (x->kind == ExprKind::kLoad && x->buffer == conv_.acc) return sum;
-        return nullptr;
-      });
-      value = Replace(value, {conv_.oh, conv_.ow}, {oh, ow});
-      stores.push_back(ir::Store(s->buffer, {conv_.n, conv_.m, oh, ow}, value));
-    }
-    return ir::Seq(stores);
+    return ConvEpilogue(conv_, oh, ow, sum);
   }
 
   // A row with few taps (a depthwise 3x3 has 9): every column sums its taps unrolled, in
@@ -1725,16 +1730,8 @@ class LaneConv {
         sum = sum + arith::Load(pad_, {PadAt(r, j)}) * w;
       }
     }
-    std::vector<Stmt> stores;
-    for (const Stmt& s : conv_.epilogue) {
-      PrimExpr value = arith::Substitute(s->value, [&](const PrimExpr& e) -> PrimExpr {
-        if (e->kind == ExprKind::kLoad && e->buffer == conv_.acc)
-          return arith::Cast(conv_.acc_t, sum);
-        return nullptr;
-      });
-      stores.push_back(ir::Store(s->buffer, {conv_.n, conv_.m, conv_.oh, conv_.ow}, value));
-    }
-    Stmt element = OverLanes(ir::Let(conv_.m, Channel(), ir::Seq(stores)));
+    Stmt epilogue = ConvEpilogue(conv_, conv_.oh, conv_.ow, arith::Cast(conv_.acc_t, sum));
+    Stmt element = OverLanes(ir::Let(conv_.m, Channel(), epilogue));
     return Loop(conv_.oh, conv_.height, ForKind::kSerial,
                 Loop(conv_.ow, conv_.width, ForKind::kSerial, element));
   }
