@@ -715,6 +715,16 @@ std::vector<ConvCase> TunedCases() {
        .k = 3,
        .group = 16,
        .pads = {1, 1, 1, 1}},
+      // The same form dilated, with uneven padding (channel_lanes 1 takes it).
+      {.name = "depthwise_channel_blocks_dilated",
+       .c = 16,
+       .m = 16,
+       .h = 9,
+       .w = 10,
+       .k = 3,
+       .dilation = 2,
+       .group = 16,
+       .pads = {2, 1, 1, 3}},
   };
 }
 
