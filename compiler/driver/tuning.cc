@@ -74,19 +74,12 @@ void Message(const EventSink& events, std::string message) {
   if (events) events(CompileEvent{CompileEvent::Kind::kInfo, "tune", std::move(message)});
 }
 
-// A model whose weights stay in the last-level cache finds them there on every run but the
-// first, so its kernels are timed with them warm; a larger one streams them from memory, so
-// they are evicted before each timed run (tune::WeightsStayCached). Says which, and why.
-std::string ChooseWeightCacheState(const ir::IRModule& module, TuneSummary& summary) {
-  summary.weight_bytes = tune::WeightBytes(module);
-  const int64_t cache_bytes = tune::LastLevelCacheBytes();
-  summary.cold_weights = !tune::WeightsStayCached(summary.weight_bytes, cache_bytes);
+// The info event before the first measurement: how the weights are timed, and why.
+std::string WeightCacheMessage(int64_t weight_bytes) {
   return absl::StrFormat(
-      "timing kernels with the weights %s: the model's %.1f MiB of weights %s half the %.0f "
-      "MiB last-level cache",
-      summary.cold_weights ? "evicted from the caches" : "cached",
-      static_cast<double>(summary.weight_bytes) / (1 << 20),
-      summary.cold_weights ? "exceed" : "fit", static_cast<double>(cache_bytes) / (1 << 20));
+      "timing kernels with the model's %.1f MiB of weights evicted from the caches before every "
+      "other run: whether a model finds them cached depends on more than this machine reports",
+      static_cast<double>(weight_bytes) / (1 << 20));
 }
 
 absl::Status Record(cache::TuningDb& db, const tune::TuneResult& result, const ir::Target& target) {
@@ -119,7 +112,8 @@ absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Tar
   KILN_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), nullptr, "fuse_ops", context));
 
   TuneSummary summary;
-  const std::string weights_message = ChooseWeightCacheState(module, summary);
+  summary.weight_bytes = tune::WeightBytes(module);
+  const std::string weights_message = WeightCacheMessage(summary.weight_bytes);
   auto skip = [&](const schedule::TunableKernel& kernel, const std::string& bucket) {
     ++summary.kernels;
     if (tune_options.retune || !HasRecord(db, kernel.workload, target, bucket)) {
@@ -136,7 +130,7 @@ absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Tar
   tune::TuneOptions tune = tune_options.tune;
   if (tune.symbol_bounds.empty()) tune.symbol_bounds = options.dim_bounds;
   if (tune.measure.target == std::nullopt) tune.measure.target = target;
-  tune.measure.cold_weights = summary.cold_weights;
+  tune.measure.weights = tune::WeightCache::kAlternating;
   KILN_ASSIGN_OR_RETURN(
       summary.results, tune::TuneModule(module, target, tune, skip, on_result,
                                         [&](const tune::TuneProgress& p) { Progress(events, p); }));

@@ -57,16 +57,14 @@ struct TuneSummary {
   std::vector<tune::TuneResult> results;  // the kernels measured this time
   int trials = 0;
   int failed_trials = 0;
-  // The model's weights, and whether its kernels were timed with them evicted from the caches
-  // (too large to stay in the last-level cache: tune::WeightsStayCached) or warm.
+  // The model's weights, timed alternately warm and evicted (tune::WeightCache::kAlternating).
   int64_t weight_bytes = 0;
-  bool cold_weights = false;
 };
 
 // Tunes the kernels of an ONNX model for `target` (this machine's arch; "host" is the usual
 // choice) and records the best schedule of each in `db`. Progress streams through `events`
-// as kTuning events, after a kInfo event saying whether the weights are timed cached or
-// evicted. INVALID_ARGUMENT for a target this machine cannot run.
+// as kTuning events, after a kInfo event saying how the weights are timed. INVALID_ARGUMENT for a
+// target this machine cannot run.
 absl::StatusOr<TuneSummary> TuneModel(std::string_view onnx_bytes, const ir::Target& target,
                                       const CompileOptions& options,
                                       const TuneModelOptions& tune_options, cache::TuningDb& db,

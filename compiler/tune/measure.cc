@@ -241,8 +241,16 @@ int64_t LastLevelCacheBytes() {
   return int64_t{32} << 20;
 }
 
-bool WeightsStayCached(int64_t weight_bytes, int64_t cache_bytes) {
-  return weight_bytes <= cache_bytes / 2;
+bool EvictsWeightsBefore(WeightCache weights, int run) {
+  switch (weights) {
+    case WeightCache::kWarm:
+      return false;
+    case WeightCache::kEvicted:
+      return true;
+    case WeightCache::kAlternating:
+      return run % 2 == 0;
+  }
+  return true;
 }
 
 namespace {
@@ -329,14 +337,15 @@ absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFun
 }
 
 // Puts the caches in the state a kernel meets in a model before each timed run: its
-// activations (the other buffers) just written by the kernel before it and, with
-// options.cold_weights, its weights (the constant arguments) evicted by the other kernels'
-// weights. A model too large for the last-level cache streams each kernel's weights from
-// memory, which decode steps' matrix-vector products are bound by; timed from warm caches,
-// they were measured for a case that never happened, and tuned so, Llama's decode step chose
-// library calls that ran twice as slow. A model whose weights stay in the cache
-// (WeightsStayCached) is timed with them warm: on one VM, BERT's records tuned with them
-// flushed ran 10% slower in the model (on another, no slower).
+// activations (the other buffers) just written by the kernel before it and, where
+// options.weights says so, its weights (the constant arguments) evicted by the other kernels'
+// weights. A model too large for the cache streams each kernel's weights from memory, which
+// decode steps' matrix-vector products are bound by; timed from warm caches only, Llama's
+// decode step chose library calls that ran twice as slow. Timed evicted only, BERT's records
+// ran 10% slower on one VM. Model tuning alternates the two (WeightCache::kAlternating): on
+// a VM that reports a 480 MiB L3, resnet18's records timed warm put a Winograd conv on
+// 7 x 7 planes, 1.3 ms alone, 3.9 ms in the model, where its 16 MiB of transformed
+// weights came from memory.
 class CacheState {
  public:
   // Loads every buffer but `evicted`, then evicts those.
@@ -459,7 +468,7 @@ bool TimeRuns(const codegen::JitKernel& kernel, std::vector<HostBuffer>& buffers
   std::vector<void*> data;
   for (HostBuffer& b : buffers) data.push_back(b.data());
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
-    cache.Prepare(buffers, options.cold_weights ? constants : ConstantArgs{});
+    cache.Prepare(buffers, EvictsWeightsBefore(options.weights, i) ? constants : ConstantArgs{});
     auto start = std::chrono::steady_clock::now();
     kernel.Run(&env.env, data.data(), scalars.data());
     auto end = std::chrono::steady_clock::now();

@@ -18,6 +18,16 @@
 
 namespace kiln::tune {
 
+// The state of a kernel's weights (its constant arguments) before each timed run. Which one a
+// model gives a kernel depends on the weights of the kernels between two of its runs, on the
+// cache this machine really gives one process (a VM may report its host's) and on what else
+// runs, none of which tuning knows: it takes kAlternating (driver/tuning.cc).
+enum class WeightCache {
+  kWarm,         // left in the caches by the previous run
+  kEvicted,      // evicted from every cache level: read from memory
+  kAlternating,  // evicted before every other run, the first included
+};
+
 struct MeasureOptions {
   int warmup = 2;
   int repeats = 5;
@@ -29,9 +39,8 @@ struct MeasureOptions {
   std::chrono::milliseconds timeout{10000};
   // Before each timed run, load the buffers as a model leaves them for the kernel (see
   // CacheState in measure.cc): the other buffers just written, the constant arguments
-  // (weights) evicted from the caches (true) or left there (false). Which one a model meets
-  // depends on its size: WeightsStayCached.
-  bool cold_weights = true;
+  // (weights) in the state `weights` says.
+  WeightCache weights = WeightCache::kEvicted;
   // The machine the kernel is compiled for; this machine ("host") when unset. Its threads
   // (a description's "threads=N") are the threads the timed runs use; one when unset.
   std::optional<ir::Target> target;
@@ -60,12 +69,8 @@ int64_t WeightBytes(const ir::IRModule& module);
 // The size of this machine's last-level cache in bytes (32 MiB where the system does not say).
 int64_t LastLevelCacheBytes();
 
-// Whether a model with `weight_bytes` of weights finds each kernel's weights in a cache of
-// `cache_bytes` on every run after the first: when they take at most half of it (the other
-// half holds the activations and whatever else the machine runs). Such a model's kernels are
-// timed with warm weights; a larger model streams its weights from memory, and its kernels
-// are timed with them evicted.
-bool WeightsStayCached(int64_t weight_bytes, int64_t cache_bytes);
+// Whether the weights are evicted before run `run` of a measurement (warm-ups counted from 0).
+bool EvictsWeightsBefore(WeightCache weights, int run);
 
 // Allocates the buffers of kernel `kernel` with its scalars at `scalar_values` (every scalar
 // the kernel takes needs a value), fills them with random values (floats in [-1, 1], ints in
