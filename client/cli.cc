@@ -19,7 +19,8 @@ constexpr char kUsage[] =
     "  kiln run MODEL.onnx --reference --input NAME=FILE ... --out DIR\n"
     "  kiln bench ARTIFACT_DIR [--input NAME=FILE | --shape NAME=D0,D1,... ...] [--threads N]\n"
     "             [--repeat N] [--warmup N]\n"
-    "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T]\n"
+    "  kiln inspect MODEL.onnx [--after PASS|llvm] [--target T] [--cache DIR]\n"
+    "            (--cache: kernels scheduled from the tuning records there, as compile does)\n"
     "  kiln targets [--server HOST:PORT] [--timeout SECONDS]\n"
     "  kiln tune MODEL.onnx [--target T] [--trials N] [--trials-per-kernel N] [--time SECONDS]\n"
     "            [--dim NAME=N ...] [--buckets N,N,...|auto] [--dim-bound NAME=N ...] [--retune]\n"
@@ -335,7 +336,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& words) 
 }
 
 absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& words) {
-  auto parsed = SplitWords(words, {{"after"}, {"target"}});
+  auto parsed = SplitWords(words, {{"after"}, {"target"}, {"cache"}});
   if (!parsed.ok()) return parsed.status();
   InspectArgs args;
   absl::StatusOr<std::string> model = OnePositional(*parsed, "model file");
@@ -343,6 +344,7 @@ absl::StatusOr<InspectArgs> ParseInspectArgs(const std::vector<std::string>& wor
   args.model_path = *model;
   args.after = parsed->Get("after");
   if (!parsed->Get("target").empty()) args.target = parsed->Get("target");
+  args.cache_dir = parsed->Get("cache");
   return args;
 }
 

@@ -73,6 +73,7 @@ struct InspectArgs {
   std::string model_path;
   std::string after;  // a pass name (see compiler/driver/pipeline.cc) or "llvm"; empty: import
   std::string target = "x86_64";  // a preset or description (ir::ParseTarget)
+  std::string cache_dir;          // when set, kernels take their tuning records from its kiln.db
 };
 // The bytes of a model file with its ONNX external data inlined (files.cc); NOT_FOUND naming
 // a missing file, INVALID_ARGUMENT for external data that is unsafe or does not fit.

@@ -105,6 +105,41 @@ TEST_F(TuningCliTest, MissingImportFileCreatesNoDatabase) {
   EXPECT_FALSE(std::filesystem::exists(cache_));
 }
 
+// `kiln inspect --cache` schedules each kernel as compile does: from its record when the
+// database has one, and says how many did.
+TEST_F(TuningCliTest, InspectSchedulesKernelsFromTheRecords) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_matmul_2d/model.onnx";
+  auto inspect = [&](const std::string& after) {
+    out_.str("");
+    err_.str("");
+    return RunCli({"inspect", model, "--after", after, "--target", "x86_64", "--cache", cache_},
+                  out_, err_);
+  };
+  EXPECT_EQ(inspect("schedule"), 1);
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: no cache database at " + cache_ + "/kiln.db (see --cache DIR)\n");
+  EXPECT_FALSE(std::filesystem::exists(cache_));
+
+  ASSERT_EQ(Tuning({"import", WriteInput("empty.jsonl", "")}), 0) << err_.str();
+  ASSERT_EQ(inspect("schedule"), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "0 of 1 tunable kernels from tuning records\n");
+  const std::string untuned = out_.str();
+  EXPECT_THAT(untuned, HasSubstr("prim_func @matmul_0("));
+
+  std::ostringstream out, err;
+  ASSERT_EQ(
+      RunCli({"tune", model, "--target", "x86_64", "--trials-per-kernel", "2", "--cache", cache_},
+             out, err),
+      0)
+      << err.str();
+  ASSERT_EQ(inspect("schedule"), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "1 of 1 tunable kernels from tuning records\n");
+  EXPECT_THAT(out_.str(), HasSubstr("prim_func @matmul_0("));
+  // Before the schedule pass the records play no part, and it says nothing of them.
+  ASSERT_EQ(inspect("legalize"), 0) << err_.str();
+  EXPECT_EQ(err_.str(), "");
+}
+
 TEST_F(TuningCliTest, UsageErrors) {
   EXPECT_EQ(Tuning({}), 2);
   EXPECT_THAT(err_.str(), HasSubstr("kiln tuning: expected export, import FILE or stats\nusage:"));
