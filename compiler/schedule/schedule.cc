@@ -102,8 +102,8 @@ std::vector<SearchSpace> SpacesFor(const ir::Stmt& body, const ir::Target& targe
     return spaces;
   }
   if (std::vector<SearchSpace> spaces = ConvSpaces(body, target, constant_of); !spaces.empty()) {
-    if (std::optional<SearchSpace> wino = WinogradSpace(body, target, constant_of)) {
-      spaces.push_back(*std::move(wino));
+    for (SearchSpace& wino : WinogradSpaces(body, target, constant_of)) {
+      spaces.push_back(std::move(wino));
     }
     for (SearchSpace& library : LibrarySpaces(body, target)) spaces.push_back(std::move(library));
     return spaces;
@@ -149,7 +149,7 @@ ScheduledKernel Build(const ir::PrimFunc& func, const ir::Target& target,
   std::optional<ScheduledKernel> rule;
   if (trace.rule == "matmul") rule = ScheduleMatmul(func.body, target, constant_of, trace);
   if (trace.rule == "rows") rule = ScheduleRows(func.body, target, trace);
-  if (trace.rule == "winograd") rule = ScheduleWinograd(func.body, target, constant_of, trace);
+  if (IsWinogradRule(trace.rule)) rule = ScheduleWinograd(func.body, target, constant_of, trace);
   if (!trace.rule.empty() && !rule) rule = ScheduleAsLibraryCall(func.body, target, trace.rule);
   // A conv's own trace, or the matmul rule's for a pointwise conv.
   if (!rule && (trace.rule == "conv" || trace.rule == "matmul")) {

@@ -1,30 +1,37 @@
-// The Winograd rule: F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural
-// Networks", 2015). Output tile Y (2x2) of the 4x4 input patch d and the 3x3 filter g:
+// The Winograd rules: F(m x m, 3x3) for m = 2 and 4 (Lavin & Gray, "Fast Algorithms for
+// Convolutional Neural Networks", 2015). Output tile Y (m x m) of the a x a input patch d
+// (a = m + 2) and the 3x3 filter g:
 //
-//   Y = A^T [(G g G^T) . (B^T d B)] A     (. elementwise, over the 4x4 positions (xi, nu))
+//   Y = A^T [(G g G^T) . (B^T d B)] A     (. elementwise, over the a x a positions (xi, nu))
 //
-// so each (output channel, input channel, tile) takes 16 products instead of 36. Summed over
-// the input channels, the 16 positions are 16 independent GEMMs:
+// so each (output channel, input channel, tile) takes a^2 products instead of 9 m^2: 16
+// instead of 36 for m = 2, 36 instead of 144 for m = 4. Summed over the input channels, the
+// a^2 positions are a^2 independent GEMMs:
 //
-//   at compile time: U[xi, nu][m, c] = (G g[m, c] G^T)[xi, nu], packed [16][M / L][C][L]
+//   at compile time: U[xi, nu][m, c] = (G g[m, c] G^T)[xi, nu], packed [a^2][M / L][C][L]
 //   for task in [0, batch * tile blocks) parallel
 //     n, t0 = the task's batch element and first tile; T tiles (the last block clamps)
-//     allocate v[16][C][T]; v[xi, nu][c][t] = (B^T d B)[xi, nu], d the tile's 4x4 patch of
-//       x[n, c] (input rows and columns 2 * tile - pad, zero outside the input)
-//     allocate mm[16][T][M rounded to L]
-//     for e in 16, ocb in M / L, register tiles of P tiles (the last moved back to end at T):
+//     allocate v[a^2][C][T]; v[xi, nu][c][t] = (B^T d B)[xi, nu], d the tile's a x a patch
+//       of x[n, c] (input rows and columns m * tile - pad, zero outside the input)
+//     allocate mm[a^2][T][M rounded to L]
+//     for e in a^2, ocb in M / L, register tiles of P tiles (the last moved back to end at T):
 //       acc[P][L] = sum over c of v[e][c][tile] * U[e][ocb][c][lane]; stored to mm
 //     for t < tiles in the block, oc < M: Y = A^T mm[.][t][oc] A; the epilogue stores each of
-//       the 2x2 outputs inside the output plane
+//       the m x m outputs inside the output plane
 //
 // acc is a register tile as in the conv rule (L = tile_vectors vectors of output channels
 // in the lanes, P columns unrolled). Sums run in f32 in a different order than the direct
 // conv's, and the transforms round too: results differ from it by a few ulps of the inputs'
-// magnitude, well inside the tuner's tolerance (rtol 1e-4, atol 1e-5; the tests check it).
+// magnitude for m = 2 and about seven times that for m = 4 (kAlgorithms), inside the tuner's
+// tolerance (rtol 1e-4, atol 1e-5; the tests check it).
+// Larger tiles do fewer products but transform more per output and waste more of a plane
+// that is no multiple of m (14 x 14 in tiles of 4 is 16 x 16): the tuner measures both.
 #include "compiler/schedule/winograd_rule.h"
 
 #include <algorithm>
-#include <array>
+#include <cmath>
+#include <string_view>
+#include <vector>
 
 #include "compiler/arith/analyzer.h"
 #include "compiler/schedule/schedule_util.h"
@@ -215,7 +222,81 @@ const ir::NDArray* WeightConstant(const Conv3x3& conv, const ConstantOf& constan
 
 int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
 
-// The knobs (WinogradSpace):
+// F(m x m, 3x3)'s matrices, each stored in the top-left corner of its array: B^T a x a, G
+// a x 3 and A^T m x a (a = m + 2), from the interpolation points as in Lavin & Gray.
+struct Algorithm {
+  std::string_view rule;
+  int64_t m;  // the output tile's side
+  double bt[6][6], g[6][3], at[4][6];
+  int64_t a() const { return m + 2; }
+  int64_t positions() const { return a() * a(); }  // the GEMMs
+};
+
+constexpr Algorithm kAlgorithms[] = {
+    {.rule = "winograd",
+     .m = 2,
+     .bt = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
+     .g = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
+     .at = {{1, 1, 1, 0}, {0, 1, -1, -1}}},
+    // Interpolation points 0, 1, -1, 2, -1/2 and infinity rather than the paper's 0, +-1,
+    // +-2: simulated in f32 on 64 -> 64 channels of uniform inputs and weights, the largest
+    // error fell from 1.1e-4 to 5.0e-5 (F(2x2, 3x3) 7e-6), the outputs' scale 33 (Barabasz
+    // et al., "Error analysis and improving the accuracy of Winograd convolution", 2020).
+    {.rule = "winograd4",
+     .m = 4,
+     .bt = {{1, 1.5, -2, -1.5, 1, 0},
+            {0, -1, -2.5, -0.5, 1, 0},
+            {0, 1, 0.5, -2.5, 1, 0},
+            {0, -0.5, -1, 0.5, 1, 0},
+            {0, 2, -1, -2, 1, 0},
+            {0, 1, 1.5, -2, -1.5, 1}},
+     .g = {{1, 0, 0},
+           {-1.0 / 3, -1.0 / 3, -1.0 / 3},
+           {1.0 / 3, -1.0 / 3, 1.0 / 3},
+           {1.0 / 15, 2.0 / 15, 4.0 / 15},
+           {-16.0 / 15, 8.0 / 15, -4.0 / 15},
+           {0, 0, 1}},
+     .at = {{1, 1, 1, 1, 1, 0},
+            {0, 1, -1, 2, -0.5, 0},
+            {0, 1, 1, 4, 0.25, 0},
+            {0, 1, -1, 8, -0.125, 1}}},
+};
+
+const Algorithm* AlgorithmOf(std::string_view rule) {
+  for (const Algorithm& alg : kAlgorithms) {
+    if (alg.rule == rule) return &alg;
+  }
+  return nullptr;
+}
+
+// `row` (as long as v) times v: products by 0 dropped, those by 1 and -1 as adds.
+PrimExpr Dot(const double* row, const std::vector<PrimExpr>& v) {
+  PrimExpr sum;
+  for (bool positive : {true, false}) {  // a positive term first: no negation to start
+    for (size_t k = 0; k < v.size(); ++k) {
+      const double c = row[k];
+      if (c == 0 || (c > 0) != positive) continue;
+      PrimExpr term = std::fabs(c) == 1 ? v[k] : arith::FloatImm(std::fabs(c)) * v[k];
+      if (!sum) {
+        sum = positive ? term : arith::FloatImm(0) - term;
+      } else {
+        sum = positive ? sum + term : sum - term;
+      }
+    }
+  }
+  return sum;
+}
+
+// The first `rows` rows of `matrix` times v.
+template <size_t N>
+std::vector<PrimExpr> Apply(const double (&matrix)[N][6], int64_t rows,
+                            const std::vector<PrimExpr>& v) {
+  std::vector<PrimExpr> out;
+  for (int64_t i = 0; i < rows; ++i) out.push_back(Dot(matrix[i], v));
+  return out;
+}
+
+// The knobs (WinogradSpaces):
 //  - tiles_per_task (T): output tiles whose inputs one task transforms and multiplies; the
 //    first of kTileChoices whose buffers fit kMaxLocalBytes, by default. Small blocks keep the
 //    transformed input in L1 across the GEMMs (resnet18's 3x3 convs at 224 x 224 tuned to
@@ -230,14 +311,16 @@ struct Knobs {
 };
 constexpr int64_t kTileChoices[] = {8, 16, 12, 24, 32, 4, 64};
 
-PrimExpr TilesW(const Conv3x3& conv) { return arith::FloorDiv(conv.out_w + I(1), I(2)); }
-PrimExpr Tiles(const Conv3x3& conv) {
-  return arith::Analyzer().Simplify(arith::FloorDiv(conv.out_h + I(1), I(2)) * TilesW(conv));
+PrimExpr TilesW(const Conv3x3& conv, int64_t m) {
+  return arith::FloorDiv(conv.out_w + I(m - 1), I(m));
+}
+PrimExpr Tiles(const Conv3x3& conv, int64_t m) {
+  return arith::Analyzer().Simplify(arith::FloorDiv(conv.out_h + I(m - 1), I(m)) * TilesW(conv, m));
 }
 
 // At most `tiles` tiles, fewer when the plane has fewer (a static plane).
-int64_t AtMostTiles(const Conv3x3& conv, int64_t tiles) {
-  const PrimExpr all = Tiles(conv);
+int64_t AtMostTiles(const Conv3x3& conv, int64_t m, int64_t tiles) {
+  const PrimExpr all = Tiles(conv, m);
   if (all->kind != ExprKind::kIntImm) return tiles;
   return std::max<int64_t>(1, std::min(tiles, all->int_value));
 }
@@ -248,16 +331,16 @@ int64_t PaddedChannels(const Conv3x3& conv, int64_t lanes) {
 }
 
 // Whether a task of `tiles` tiles keeps each of its buffers within kMaxLocalBytes.
-bool Fits(const Conv3x3& conv, int64_t tiles, int64_t lanes) {
-  tiles = AtMostTiles(conv, tiles);
-  return 16 * conv.cg * tiles * 4 <= kMaxLocalBytes &&
-         16 * PaddedChannels(conv, lanes) * tiles * 4 <= kMaxLocalBytes;
+bool Fits(const Conv3x3& conv, const Algorithm& alg, int64_t tiles, int64_t lanes) {
+  tiles = AtMostTiles(conv, alg.m, tiles);
+  return alg.positions() * conv.cg * tiles * 4 <= kMaxLocalBytes &&
+         alg.positions() * PaddedChannels(conv, lanes) * tiles * 4 <= kMaxLocalBytes;
 }
 
-std::vector<int64_t> TileChoices(const Conv3x3& conv, int64_t lanes) {
+std::vector<int64_t> TileChoices(const Conv3x3& conv, const Algorithm& alg, int64_t lanes) {
   std::vector<int64_t> choices;
   for (int64_t t : kTileChoices) {
-    if (Fits(conv, t, lanes)) choices.push_back(t);
+    if (Fits(conv, alg, t, lanes)) choices.push_back(t);
   }
   return choices;
 }
@@ -266,9 +349,10 @@ std::vector<int64_t> TileChoices(const Conv3x3& conv, int64_t lanes) {
 constexpr int64_t kMaxTileCols = 16;
 constexpr int64_t kMaxTileVectors = 4;
 
-std::optional<Knobs> KnobsOf(const Trace& trace, const Conv3x3& conv, const ir::Target& target) {
+std::optional<Knobs> KnobsOf(const Trace& trace, const Conv3x3& conv, const Algorithm& alg,
+                             const ir::Target& target) {
   const Trace none;
-  const Trace& t = trace.rule == "winograd" ? trace : none;
+  const Trace& t = trace.rule == alg.rule ? trace : none;
   Knobs k;
   auto in_range = [](int64_t v, int64_t max, int64_t fallback) {
     return v >= 1 && v <= max ? v : fallback;
@@ -276,44 +360,33 @@ std::optional<Knobs> KnobsOf(const Trace& trace, const Conv3x3& conv, const ir::
   k.tile_cols = in_range(t.Get("tile_cols", k.tile_cols), kMaxTileCols, k.tile_cols);
   k.tile_vectors = in_range(t.Get("tile_vectors", k.tile_vectors), kMaxTileVectors, k.tile_vectors);
   const int64_t lanes = k.tile_vectors * VectorLanes(target);
-  std::vector<int64_t> tiles = TileChoices(conv, lanes);
+  std::vector<int64_t> tiles = TileChoices(conv, alg, lanes);
   if (tiles.empty()) return std::nullopt;
   const int64_t asked = t.Get("tiles_per_task", tiles[0]);
   k.tiles_per_task = std::find(tiles.begin(), tiles.end(), asked) != tiles.end() ? asked : tiles[0];
   return k;
 }
 
-// F(2x2, 3x3)'s matrices (Lavin & Gray, section 4.1).
-constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-
-// B^T applied to the 4-vector `d` (a row or column of the patch).
-std::array<PrimExpr, 4> ApplyBt(const std::array<PrimExpr, 4>& d) {
-  return {d[0] - d[2], d[1] + d[2], d[2] - d[1], d[1] - d[3]};
-}
-
-// A^T applied to the 4-vector `m`.
-std::array<PrimExpr, 2> ApplyAt(const std::array<PrimExpr, 4>& m) {
-  return {m[0] + m[1] + m[2], m[1] - m[2] - m[3]};
-}
-
-// Whether an output extent may be odd: its last tile then has outputs past the plane.
-bool MaybeOdd(const PrimExpr& extent) {
-  return extent->kind != ExprKind::kIntImm || extent->int_value % 2 == 1;
+// Whether an output extent may be no multiple of m: its last tiles then have outputs past
+// the plane.
+bool MaybeRagged(const PrimExpr& extent, int64_t m) {
+  return extent->kind != ExprKind::kIntImm || extent->int_value % m != 0;
 }
 
 class WinogradBuilder {
  public:
-  WinogradBuilder(const Conv3x3& conv, const ir::Target& target, const ir::NDArray& weights,
-                  const Knobs& knobs)
+  WinogradBuilder(const Conv3x3& conv, const Algorithm& alg, const ir::Target& target,
+                  const ir::NDArray& weights, const Knobs& knobs)
       : conv_(conv),
+        alg_(alg),
         weights_(weights),
         lanes_(knobs.tile_vectors * VectorLanes(target)),
-        tiles_(AtMostTiles(conv, knobs.tiles_per_task)),
+        tiles_(AtMostTiles(conv, alg.m, knobs.tiles_per_task)),
         cols_(std::min(knobs.tile_cols, tiles_)),
         channels_(PaddedChannels(conv, lanes_)) {}
 
   Stmt Build() const {
-    const PrimExpr blocks = arith::Analyzer().Simplify(CeilDiv(Tiles(conv_), tiles_));
+    const PrimExpr blocks = arith::Analyzer().Simplify(CeilDiv(Tiles(conv_, alg_.m), tiles_));
     Stmt body = ir::Allocate(
         v_, ir::Allocate(mm_, ir::Seq({InputTransform(), Gemms(), OutputTransform()})));
     body = ir::Let(t0_, arith::FloorMod(task_, blocks) * I(tiles_), body);
@@ -321,26 +394,26 @@ class WinogradBuilder {
     return Loop(task_, conv_.batch * blocks, ForKind::kParallel, body);
   }
 
-  // U[e][ocb][c][lane] = (G g[oc, c] G^T)[e / 4, e % 4] for oc = ocb * L + lane, zero past M.
+  // U[e][ocb][c][lane] = (G g[oc, c] G^T)[e / a, e % a] for oc = ocb * L + lane, zero past M.
   PackedWeights Packed() const {
-    const int64_t blocks = channels_ / lanes_, cg = conv_.cg;
-    ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {16, blocks, cg, lanes_});
+    const int64_t blocks = channels_ / lanes_, cg = conv_.cg, a = alg_.a();
+    ir::NDArray data = ir::NDArray::Zeros(DataType::Float(32), {a * a, blocks, cg, lanes_});
     const float* w = weights_.data<float>();
     float* u = data.data<float>();
     for (int64_t oc = 0; oc < conv_.channels; ++oc) {
       for (int64_t c = 0; c < cg; ++c) {
         const float* g = w + (oc * cg + c) * 9;
-        double gg[4][3] = {};  // G g
-        for (int i = 0; i < 4; ++i) {
+        double gg[6][3] = {};  // G g
+        for (int64_t i = 0; i < a; ++i) {
           for (int j = 0; j < 3; ++j) {
-            for (int k = 0; k < 3; ++k) gg[i][j] += kG[i][k] * g[k * 3 + j];
+            for (int k = 0; k < 3; ++k) gg[i][j] += alg_.g[i][k] * g[k * 3 + j];
           }
         }
-        for (int i = 0; i < 4; ++i) {
-          for (int j = 0; j < 4; ++j) {
+        for (int64_t i = 0; i < a; ++i) {
+          for (int64_t j = 0; j < a; ++j) {
             double v = 0;  // (G g G^T)[i, j]
-            for (int k = 0; k < 3; ++k) v += gg[i][k] * kG[j][k];
-            u[(((i * 4 + j) * blocks + oc / lanes_) * cg + c) * lanes_ + oc % lanes_] =
+            for (int k = 0; k < 3; ++k) v += gg[i][k] * alg_.g[j][k];
+            u[(((i * a + j) * blocks + oc / lanes_) * cg + c) * lanes_ + oc % lanes_] =
                 static_cast<float>(v);
           }
         }
@@ -351,22 +424,25 @@ class WinogradBuilder {
 
  private:
   // The tile at block position t: clamped to the last, so a partial block repeats it.
-  PrimExpr TileAt(const PrimExpr& t) const { return arith::Min(t0_ + t, Tiles(conv_) - I(1)); }
+  PrimExpr TileAt(const PrimExpr& t) const {
+    return arith::Min(t0_ + t, Tiles(conv_, alg_.m) - I(1));
+  }
 
-  // v[e][c][t] = (B^T d B)[e / 4, e % 4], d the 4x4 patch of tile t in channel c.
+  // v[e][c][t] = (B^T d B)[e / a, e % a], d the a x a patch of tile t in channel c.
   Stmt InputTransform() const {
     const PrimExpr c = arith::MakeVar("wic"), t = arith::MakeVar("wit");
     const PrimExpr tile = TileAt(t);
-    const PrimExpr ih0 = arith::FloorDiv(tile, TilesW(conv_)) * I(2) - I(conv_.pad_top);
-    const PrimExpr iw0 = arith::FloorMod(tile, TilesW(conv_)) * I(2) - I(conv_.pad_left);
+    const int64_t m = alg_.m, a = alg_.a();
+    const PrimExpr ih0 = arith::FloorDiv(tile, TilesW(conv_, m)) * I(m) - I(conv_.pad_top);
+    const PrimExpr iw0 = arith::FloorMod(tile, TilesW(conv_, m)) * I(m) - I(conv_.pad_left);
     // The patch, zero outside the input. Branch-free, so that the loop over tiles vectorizes
     // (a branch to an unchecked form for interior tiles measured 20% slower on resnet18).
     std::vector<Stmt> stmts;
-    for (int64_t a = 0; a < 4; ++a) {
-      for (int64_t b = 0; b < 4; ++b) {
-        PrimExpr ih = ih0 + I(a), iw = iw0 + I(b);
-        auto clamp = [](const PrimExpr& i, const PrimExpr& extent) {
-          return arith::Min(arith::Max(i, I(0)), extent - I(1));
+    for (int64_t i = 0; i < a; ++i) {
+      for (int64_t j = 0; j < a; ++j) {
+        PrimExpr ih = ih0 + I(i), iw = iw0 + I(j);
+        auto clamp = [](const PrimExpr& x, const PrimExpr& extent) {
+          return arith::Min(arith::Max(x, I(0)), extent - I(1));
         };
         PrimExpr inside = arith::Binary(
             ExprKind::kAnd, arith::Binary(ExprKind::kAnd, Lt(ih, conv_.in_h), Lt(I(-1), ih)),
@@ -374,19 +450,19 @@ class WinogradBuilder {
         PrimExpr x =
             arith::Load(conv_.x, {conv_.n, c, clamp(ih, conv_.in_h), clamp(iw, conv_.in_w)});
         stmts.push_back(
-            ir::Store(patch_, {I(a * 4 + b)}, arith::Select(inside, x, arith::FloatImm(0))));
+            ir::Store(patch_, {I(i * a + j)}, arith::Select(inside, x, arith::FloatImm(0))));
       }
     }
-    std::array<std::array<PrimExpr, 4>, 4> rows;  // B^T d, by row then column
-    for (int64_t b = 0; b < 4; ++b) {
-      std::array<PrimExpr, 4> column;
-      for (int64_t a = 0; a < 4; ++a) column[a] = arith::Load(patch_, {I(a * 4 + b)});
-      std::array<PrimExpr, 4> bt = ApplyBt(column);
-      for (int64_t i = 0; i < 4; ++i) rows[i][b] = bt[i];
+    std::vector<std::vector<PrimExpr>> rows(a, std::vector<PrimExpr>(a));  // B^T d
+    for (int64_t j = 0; j < a; ++j) {
+      std::vector<PrimExpr> column;
+      for (int64_t i = 0; i < a; ++i) column.push_back(arith::Load(patch_, {I(i * a + j)}));
+      std::vector<PrimExpr> bt = Apply(alg_.bt, a, column);
+      for (int64_t i = 0; i < a; ++i) rows[i][j] = bt[i];
     }
-    for (int64_t i = 0; i < 4; ++i) {
-      std::array<PrimExpr, 4> v = ApplyBt(rows[i]);  // (B^T d B)[i, :]
-      for (int64_t j = 0; j < 4; ++j) stmts.push_back(ir::Store(v_, {I(i * 4 + j), c, t}, v[j]));
+    for (int64_t i = 0; i < a; ++i) {
+      std::vector<PrimExpr> v = Apply(alg_.bt, a, rows[i]);  // (B^T d B)[i, :]
+      for (int64_t j = 0; j < a; ++j) stmts.push_back(ir::Store(v_, {I(i * a + j), c, t}, v[j]));
     }
     Stmt one = ir::Allocate(patch_, ir::Seq(stmts));
     return Loop(c, I(conv_.cg), ForKind::kSerial, Loop(t, I(tiles_), ForKind::kSerial, one));
@@ -412,7 +488,7 @@ class WinogradBuilder {
         over_tile(ir::Store(mm_, {e, first + p, ocb * I(lanes_) + lane}, acc), ForKind::kUnrolled);
     Stmt tile = ir::Let(first, arith::Min(tt * I(cols_), I(tiles_ - cols_)),
                         ir::Allocate(acc_, ir::Seq({zero, sum, store})));
-    return Loop(e, I(16), ForKind::kSerial,
+    return Loop(e, I(alg_.positions()), ForKind::kSerial,
                 Loop(ocb, I(channels_ / lanes_), ForKind::kSerial,
                      Loop(tt, I((tiles_ + cols_ - 1) / cols_), ForKind::kSerial, tile)));
   }
@@ -422,38 +498,40 @@ class WinogradBuilder {
   Stmt OutputTransform() const {
     const PrimExpr t = arith::MakeVar("wot"), oc = arith::MakeVar("woc");
     const PrimExpr ty = arith::MakeVar("wty"), tx = arith::MakeVar("wtx");
-    // A tile whose 2x2 outputs all lie inside the plane (all but the last row and column of
-    // an odd plane) stores them unchecked, over vectors of output channels.
-    PrimExpr whole = arith::Binary(ExprKind::kAnd, Lt(ty * I(2) + I(1), conv_.out_h),
-                                   Lt(tx * I(2) + I(1), conv_.out_w));
+    const int64_t m = alg_.m;
+    // A tile whose outputs all lie inside the plane (all but the last row and column of tiles
+    // of a plane no multiple of m) stores them unchecked, over vectors of output channels.
+    PrimExpr whole = arith::Binary(ExprKind::kAnd, Lt(ty * I(m) + I(m - 1), conv_.out_h),
+                                   Lt(tx * I(m) + I(m - 1), conv_.out_w));
     Stmt tile = ir::IfThenElse(
         whole, Loop(oc, I(conv_.channels), ForKind::kVectorized, TileOutputs(t, oc, ty, tx, false)),
         Loop(oc, I(conv_.channels), ForKind::kSerial, TileOutputs(t, oc, ty, tx, true)));
-    tile = ir::Let(ty, arith::FloorDiv(t0_ + t, TilesW(conv_)),
-                   ir::Let(tx, arith::FloorMod(t0_ + t, TilesW(conv_)), tile));
-    return Loop(t, arith::Min(I(tiles_), Tiles(conv_) - t0_), ForKind::kSerial, tile);
+    tile = ir::Let(ty, arith::FloorDiv(t0_ + t, TilesW(conv_, m)),
+                   ir::Let(tx, arith::FloorMod(t0_ + t, TilesW(conv_, m)), tile));
+    return Loop(t, arith::Min(I(tiles_), Tiles(conv_, m) - t0_), ForKind::kSerial, tile);
   }
 
   // Y = A^T mm[.][t][oc] A of tile (ty, tx), each output finished by the epilogue; `checked`:
   // only those inside the plane.
   Stmt TileOutputs(const PrimExpr& t, const PrimExpr& oc, const PrimExpr& ty, const PrimExpr& tx,
                    bool checked) const {
-    std::array<std::array<PrimExpr, 4>, 2> rows;  // A^T m
-    for (int64_t b = 0; b < 4; ++b) {
-      std::array<PrimExpr, 4> column;
-      for (int64_t a = 0; a < 4; ++a) column[a] = arith::Load(mm_, {I(a * 4 + b), t, oc});
-      std::array<PrimExpr, 2> at = ApplyAt(column);
-      for (int64_t i = 0; i < 2; ++i) rows[i][b] = at[i];
+    const int64_t m = alg_.m, a = alg_.a();
+    std::vector<std::vector<PrimExpr>> rows(m, std::vector<PrimExpr>(a));  // A^T mm
+    for (int64_t j = 0; j < a; ++j) {
+      std::vector<PrimExpr> column;
+      for (int64_t i = 0; i < a; ++i) column.push_back(arith::Load(mm_, {I(i * a + j), t, oc}));
+      std::vector<PrimExpr> at = Apply(alg_.at, m, column);
+      for (int64_t i = 0; i < m; ++i) rows[i][j] = at[i];
     }
     std::vector<Stmt> stmts;
-    for (int64_t i = 0; i < 2; ++i) {
-      std::array<PrimExpr, 2> y = ApplyAt(rows[i]);
-      for (int64_t j = 0; j < 2; ++j) {
-        PrimExpr oh = ty * I(2) + I(i), ow = tx * I(2) + I(j);
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<PrimExpr> y = Apply(alg_.at, m, rows[i]);
+      for (int64_t j = 0; j < m; ++j) {
+        PrimExpr oh = ty * I(m) + I(i), ow = tx * I(m) + I(j);
         Stmt out = Epilogue(oc, oh, ow, arith::Cast(conv_.acc_t, y[j]));
         PrimExpr inside;
-        if (checked && i == 1 && MaybeOdd(conv_.out_h)) inside = Lt(oh, conv_.out_h);
-        if (checked && j == 1 && MaybeOdd(conv_.out_w)) {
+        if (checked && i > 0 && MaybeRagged(conv_.out_h, m)) inside = Lt(oh, conv_.out_h);
+        if (checked && j > 0 && MaybeRagged(conv_.out_w, m)) {
           PrimExpr col = Lt(ow, conv_.out_w);
           inside = inside ? arith::Binary(ExprKind::kAnd, inside, col) : col;
         }
@@ -481,23 +559,27 @@ class WinogradBuilder {
   }
 
   const Conv3x3& conv_;
+  const Algorithm& alg_;
   const ir::NDArray& weights_;
   const int64_t lanes_;     // L
   const int64_t tiles_;     // T
   const int64_t cols_;      // P
   const int64_t channels_;  // M rounded up to L
   const PrimExpr task_ = arith::MakeVar("task"), t0_ = arith::MakeVar("wt0");
-  const Buffer u_ = arith::MakeBuffer("w_wino", DataType::Float(32),
-                                      {I(16), I(channels_ / lanes_), I(conv_.cg), I(lanes_)});
-  const Buffer v_ =
-      arith::MakeBuffer("wino_v", DataType::Float(32), {I(16), I(conv_.cg), I(tiles_)});
-  const Buffer mm_ =
-      arith::MakeBuffer("wino_m", DataType::Float(32), {I(16), I(tiles_), I(channels_)});
+  const Buffer u_ =
+      arith::MakeBuffer("w_wino", DataType::Float(32),
+                        {I(alg_.positions()), I(channels_ / lanes_), I(conv_.cg), I(lanes_)});
+  const Buffer v_ = arith::MakeBuffer("wino_v", DataType::Float(32),
+                                      {I(alg_.positions()), I(conv_.cg), I(tiles_)});
+  const Buffer mm_ = arith::MakeBuffer("wino_m", DataType::Float(32),
+                                       {I(alg_.positions()), I(tiles_), I(channels_)});
   const Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
-  const Buffer patch_ = arith::MakeBuffer("wino_d", DataType::Float(32), {I(16)});
+  const Buffer patch_ = arith::MakeBuffer("wino_d", DataType::Float(32), {I(alg_.positions())});
 };
 
 }  // namespace
+
+bool IsWinogradRule(std::string_view rule) { return AlgorithmOf(rule) != nullptr; }
 
 std::optional<ScheduledKernel> ScheduleWinograd(const Stmt& body, const ir::Target& target,
                                                 const ConstantOf& constant_of, const Trace& trace) {
@@ -506,27 +588,35 @@ std::optional<ScheduledKernel> ScheduleWinograd(const Stmt& body, const ir::Targ
   if (!conv) return std::nullopt;
   const ir::NDArray* weights = WeightConstant(*conv, constant_of);
   if (!weights) return std::nullopt;
-  std::optional<Knobs> knobs = KnobsOf(trace, *conv, target);
+  const Algorithm* alg = AlgorithmOf(trace.rule);
+  if (!alg) alg = &kAlgorithms[0];
+  std::optional<Knobs> knobs = KnobsOf(trace, *conv, *alg, target);
   if (!knobs) return std::nullopt;
-  WinogradBuilder builder(*conv, target, *weights, *knobs);
+  WinogradBuilder builder(*conv, *alg, target, *weights, *knobs);
   return ScheduledKernel{builder.Build(), builder.Packed()};
 }
 
-std::optional<SearchSpace> WinogradSpace(const Stmt& body, const ir::Target& target,
-                                         const ConstantOf& constant_of) {
-  if (target.IsGpu()) return std::nullopt;
+std::vector<SearchSpace> WinogradSpaces(const Stmt& body, const ir::Target& target,
+                                        const ConstantOf& constant_of) {
+  if (target.IsGpu()) return {};
   std::optional<Conv3x3> conv = MatchConv3x3(body);
-  if (!conv || !WeightConstant(*conv, constant_of)) return std::nullopt;
+  if (!conv || !WeightConstant(*conv, constant_of)) return {};
   const Knobs defaults;
-  std::vector<int64_t> tiles = TileChoices(*conv, defaults.tile_vectors * VectorLanes(target));
-  if (tiles.empty()) return std::nullopt;
   // P x tile_vectors accumulators, the U vectors and one broadcast within the registers.
   std::vector<int64_t> cols = {defaults.tile_cols};
   for (int64_t p : {6, 8, 12, 14}) {
     if (p * defaults.tile_vectors + 3 <= target.VectorRegisters()) cols.push_back(p);
   }
-  return SearchSpace{"winograd",
-                     {{"tiles_per_task", tiles}, {"tile_cols", cols}, {"tile_vectors", {2, 1}}}};
+  std::vector<SearchSpace> spaces;
+  for (const Algorithm& alg : kAlgorithms) {
+    std::vector<int64_t> tiles =
+        TileChoices(*conv, alg, defaults.tile_vectors * VectorLanes(target));
+    if (tiles.empty()) continue;
+    spaces.push_back(
+        SearchSpace{std::string(alg.rule),
+                    {{"tiles_per_task", tiles}, {"tile_cols", cols}, {"tile_vectors", {2, 1}}}});
+  }
+  return spaces;
 }
 
 }  // namespace kiln::schedule
