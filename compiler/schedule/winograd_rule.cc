@@ -23,7 +23,7 @@
 // in the lanes, P columns unrolled). Sums run in f32 in a different order than the direct
 // conv's, and the transforms round too: results differ from it by a few ulps of the inputs'
 // magnitude for m = 2 and about seven times that for m = 4 (kAlgorithms), inside the tuner's
-// tolerance (rtol 1e-4, atol 1e-5; the tests check it).
+// tolerance (tune::FloatsAgree; the tests check it).
 // Larger tiles do fewer products but transform more per output and waste more of a plane
 // that is no multiple of m (14 x 14 in tiles of 4 is 16 x 16): the tuner measures both.
 #include "compiler/schedule/winograd_rule.h"
