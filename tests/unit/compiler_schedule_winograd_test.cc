@@ -146,6 +146,8 @@ TEST_P(ScheduleWinogradTest, RuleTakesA3x3Stride1ConvWithTransformedWeights) {
   std::vector<std::string> knobs;
   for (const schedule::Knob& knob : space->knobs) knobs.push_back(knob.name);
   EXPECT_EQ(knobs, (std::vector<std::string>{"tiles_per_task", "tile_cols", "tile_vectors"}));
+  // Register tiles of 8 tiles by default where the 16 accumulators fit the registers.
+  EXPECT_EQ(space->knobs[1].choices.front(), target().VectorRegisters() >= 32 ? 8 : 4);
   TracedModel traced = CompileWithTrace(conv.Model(), target(), space->Default());
   EXPECT_NE(traced.kernels.find("w_wino: f32[" + std::to_string(positions()) + ","),
             std::string::npos)
