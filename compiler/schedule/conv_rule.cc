@@ -15,7 +15,8 @@
 //
 // acc is unrolled to constant indices, and the channel loop, innermost, holds no branch, so
 // LLVM keeps acc in vector registers across it: one broadcast of x and OCB / lanes vector
-// FMAs per column. Weights packed at compile time are prefetched kPrefetchTaps rows ahead. A tile
+// FMAs per column. Weights packed at compile time are prefetched kPrefetchTaps rows ahead, and
+// a pointwise conv's input kInputPrefetchChannels channels ahead. A tile
 // whose every tap lies inside the input (most of them) reads x unchecked; in a border tile, a tap
 // in the padding for its first or last column only leaves that column out, and otherwise the
 // columns whose tap falls in the padding keep their sums (a select fixed for the channel loop). A
@@ -74,6 +75,13 @@ constexpr int64_t kLaneFloats = 16384;
 // How far ahead (in rows of packed weights, one per tap and channel) the tiler prefetches
 // weights packed at compile time: 8 KiB at two 16-lane vectors per row.
 constexpr int64_t kPrefetchTaps = 64;
+// How far ahead (in input channels) the tiler prefetches the input. Each step reads a new line of
+// every tile row, one plane further on; on two threads half the plane was written by the other
+// core, and the hardware's prefetchers, which stop at each 4 KiB page, left those reads a trip to
+// the other core's cache each: mobilenet_v2's 576 -> 96 convs on 14 x 14 took 2.2x their one-thread
+// samples on two threads (bench/RESULTS.md, twenty-sixth round). 32 steps of a 14-column tile are
+// about 450 cycles of FMAs.
+constexpr int64_t kInputPrefetchChannels = 32;
 // Packed weights of one output-channel block must fit a kernel-local buffer comfortably.
 constexpr int64_t kMaxPackedWeightBytes = int64_t{512} << 10;
 
@@ -541,6 +549,9 @@ class ConvTiler {
     PrimExpr sum = acc + x * w;
     if (inside) sum = arith::Select(inside, sum, acc);
     std::vector<Stmt> step = PrefetchWeights();
+    for (Stmt& prefetch : PrefetchInput(XValue(partial, masked_cols, masked_rows))) {
+      step.push_back(std::move(prefetch));
+    }
     step.push_back(OverTile(ir::Store(acc_, AccAt(), sum), ForKind::kVectorized, lo, hi));
     return OverChannels(ir::Seq(step));
   }
@@ -556,6 +567,24 @@ class ConvTiler {
     PrimExpr ahead = Tap(c_, kh_, kw_) + I(kPrefetchTaps);
     for (int64_t lane = 0; lane < lanes_; lane += kLineFloats) {
       out.push_back(Prefetch(arith::Load(packed_all_, {ocb_, ahead, I(lane)})));
+    }
+    return out;
+  }
+
+  // The input `x` (the tile's load of it) kInputPrefetchChannels channels on, at the first and
+  // the last column of each row of the tile, for a pointwise conv whose channel loop is twice
+  // that or longer. A 3 x 3 conv reads each line for three taps or more, and its packed
+  // weights, from memory, are most of its reads: with these prefetches resnet18's 14 x 14 and
+  // 7 x 7 convs took 1.03-1.19x as long on one thread, and nothing less on two.
+  // Past the last channel it names other memory, which a prefetch may (ir::intrinsic::kPrefetch).
+  std::vector<Stmt> PrefetchInput(const PrimExpr& x) const {
+    std::vector<Stmt> out;
+    if (conv_.taps_h * conv_.taps_w > 1 || conv_.cg < 2 * kInputPrefetchChannels) return out;
+    for (int64_t row = 0; row < rows_; ++row) {
+      for (int64_t col : {int64_t{0}, cols_ - 1}) {
+        out.push_back(Prefetch(
+            Replace(x, {c_, row_, col_}, {c_ + I(kInputPrefetchChannels), I(row), I(col)})));
+      }
     }
     return out;
   }

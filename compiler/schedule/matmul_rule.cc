@@ -24,7 +24,8 @@
 // (weights) is packed into panels at compile time instead (PackConstantB), and the kernel
 // reads them with no packing step; so is a constant A (a pointwise conv's weights) that the
 // kernel would pack (PackConstantA). Weights packed at compile time come from memory in every
-// call, so the kk loop prefetches them kPrefetchRows rows ahead.
+// call, so the kk loop prefetches them kPrefetchRows rows ahead; rows read from B itself (packed
+// or in place) are prefetched kPrefetchInputRows rows ahead.
 //
 // The row tiles of a column block are split into groups of equal size (within one tile), no
 // larger than group_tiles tiles and, where the call has few tasks otherwise, as many as give
@@ -126,6 +127,12 @@ constexpr int64_t kStripColumns = 4;
 // How far ahead (in rows of the reduction) packed weights are prefetched: 8 KiB of a 32-column
 // panel, a few hundred cycles of the tile's work, about one trip to memory.
 constexpr int64_t kPrefetchRows = 64;
+// How far ahead (in rows of the reduction) B's rows are prefetched where the kernel reads them
+// from B itself, packing or in place: each row is another line, a row of B further on, and the
+// hardware's prefetchers stop at each 4 KiB page. On two threads the rows another core wrote
+// were a trip to its cache each (mobilenet_v2's pointwise convs; bench/RESULTS.md,
+// twenty-sixth round).
+constexpr int64_t kPrefetchInputRows = 32;
 
 int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
 
@@ -426,9 +433,10 @@ class MatmulTiler {
     // Panels inside B copy rows as whole vectors; the clamp on the last one would make the
     // loads a gather.
     auto pack = [&](PrimExpr value) {
-      return Loop(
-          kk, BlockDepth(), ForKind::kSerial,
+      std::vector<Stmt> step = PrefetchRowsAhead(b, kk, jj, panel_cols_);
+      step.push_back(
           Loop(jj, I(panel_cols_), ForKind::kVectorized, ir::Store(packed_, {jp, kk, jj}, value)));
+      return Loop(kk, BlockDepth(), ForKind::kSerial, ir::Seq(step));
     };
     Stmt edge = ir::IfThenElse(Lt(Col(jp, I(0)), N()),
                                pack(arith::Select(Lt(col, N()), clamped, arith::FloatImm(0))));
@@ -482,6 +490,9 @@ class MatmulTiler {
                                        {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     Stmt fma = OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized);
     std::vector<Stmt> step = PrefetchWeights();
+    if (b->kind == ExprKind::kLoad && b->buffer == m_.b_load->buffer) {
+      for (Stmt& prefetch : PrefetchRowsAhead(b, kk_, jj_, cols_)) step.push_back(prefetch);
+    }
     step.push_back(fma);
     Stmt update = Loop(kk_, BlockDepth(), ForKind::kSerial, ir::Seq(step));
     return ir::Allocate(acc_, ir::Seq({LoadTile(), update, StoreTile(acc)}));
@@ -503,6 +514,21 @@ class MatmulTiler {
     }
     for (int64_t r = 0; m_.a_packed && r < rows_; r += kLineFloats) {
       out.push_back(Prefetch(arith::Load(m_.a_packed, {it_, ahead, I(r)})));
+    }
+    return out;
+  }
+
+  // `load` (of B, at depth step kk and column jj) kPrefetchInputRows steps on, a line of each
+  // kLineFloats of its `cols` columns; nothing where K, known, is under twice that. Past B's
+  // last row it names other memory, which a prefetch may (ir::intrinsic::kPrefetch); at K = 32
+  // (mobilenet_v2's 32 -> 16 conv on 112 x 112), all of them did, where the other thread was
+  // writing, and the conv took 1.56x the samples on two threads.
+  std::vector<Stmt> PrefetchRowsAhead(const PrimExpr& load, const PrimExpr& kk, const PrimExpr& jj,
+                                      int64_t cols) const {
+    std::vector<Stmt> out;
+    if (K()->kind == ExprKind::kIntImm && K()->int_value < 2 * kPrefetchInputRows) return out;
+    for (int64_t c = 0; c < cols; c += kLineFloats) {
+      out.push_back(Prefetch(Replace(load, {kk, jj}, {kk + I(kPrefetchInputRows), I(c)})));
     }
     return out;
   }

@@ -725,6 +725,9 @@ std::vector<ConvCase> TunedCases() {
        .dilation = 2,
        .group = 16,
        .pads = {2, 1, 1, 3}},
+      // Deep enough that both rules prefetch the input ahead (past its last channel at the
+      // end); otherwise 1x1_residual.
+      {.name = "1x1_deep", .c = 72, .m = 44, .h = 6, .w = 9, .k = 1, .residual = true},
   };
 }
 
@@ -891,6 +894,38 @@ TEST_P(ScheduleConvTest, PointwiseConvIsAMatmulOverThePlaneReadInPlace) {
   std::string text = ir::ToString(scheduled->body);
   EXPECT_EQ(text.find(in_place), std::string::npos) << text;
   EXPECT_NE(text.find(whole_panel_copied), std::string::npos) << text;
+}
+
+// A pointwise conv reads a new line of its input at every step of the reduction, a plane
+// further on, where the hardware's prefetchers stop at each page: both rules prefetch it 32
+// channels ahead, the matmul rule's rows read in place and the tiler's tile columns. A shallow
+// one (7 channels) would only name lines past its input.
+TEST_P(ScheduleConvTest, PointwiseConvPrefetchesItsInputAhead) {
+  ir::Target target = ResolvedTarget(GetParam());
+  const ConvCase deep = TunedCases().back();
+  ASSERT_EQ(deep.name, "1x1_deep");
+  ir::IRModule module = Fused(deep.Model(), target);
+  const ir::PrimFunc* kernel = ConvKernel(module);
+  ASSERT_NE(kernel, nullptr);
+  schedule::ConstantOf constants = ConstantsOfCall(module, *kernel);
+  std::vector<schedule::SearchSpace> spaces = ConvSpaces(deep, target);
+  ASSERT_EQ(spaces.size(), 2u);
+  auto built = [&](const schedule::Trace& trace) {
+    auto k = schedule::ScheduleConv(kernel->body, target, constants, trace);
+    EXPECT_TRUE(k.has_value());
+    return k ? ir::ToString(k->body) : "";
+  };
+  std::string matmul = built(spaces[0].Default()), tiled = built(spaces[1].Default());
+  EXPECT_NE(matmul.find("kiln.prefetch(A0[i0, kc * 256 + (kk + 32), 0, jc * "), std::string::npos)
+      << matmul;
+  EXPECT_TRUE(
+      std::regex_search(tiled, std::regex(R"(kiln\.prefetch\(A0\[i0, [^\]]*\(rc \+ 32\), )")))
+      << tiled;
+
+  const ConvCase shallow = TunedCases()[6];
+  ASSERT_EQ(shallow.c, 7);
+  EXPECT_EQ(ScheduledKernels(shallow.Model(), GetParam()).find("kiln.prefetch(A0["),
+            std::string::npos);
 }
 
 // A conv whose constant weights the tiler packs at compile time, however deep, is tuned in the
