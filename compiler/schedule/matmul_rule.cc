@@ -24,9 +24,8 @@
 // (weights) is packed into panels at compile time instead (PackConstantB), and the kernel
 // reads them with no packing step; so is a constant A (a pointwise conv's weights) that the
 // kernel would pack (PackConstantA). Weights packed at compile time come from memory in every
-// call, so the kk loop prefetches them kPrefetchRows rows ahead; rows read from B itself (packed
-// or in place) are prefetched kPrefetchInputRows rows ahead, or, read in place in a shallow
-// product, in the next panel.
+// call, so the kk loop prefetches them kPrefetchRows rows ahead; B's rows read in place,
+// kPrefetchInputRows rows ahead, or in a shallow product in the next panel.
 //
 // The row tiles of a column block are split into groups of equal size (within one tile), no
 // larger than group_tiles tiles and, where the call has few tasks otherwise, as many as give
@@ -128,11 +127,12 @@ constexpr int64_t kStripColumns = 4;
 // How far ahead (in rows of the reduction) packed weights are prefetched: 8 KiB of a 32-column
 // panel, a few hundred cycles of the tile's work, about one trip to memory.
 constexpr int64_t kPrefetchRows = 64;
-// How far ahead (in rows of the reduction) B's rows are prefetched where the kernel reads them
-// from B itself, packing or in place: each row is another line, a row of B further on, and the
-// hardware's prefetchers stop at each 4 KiB page. On two threads the rows another core wrote
-// were a trip to its cache each (mobilenet_v2's pointwise convs; bench/RESULTS.md,
-// twenty-sixth round).
+// How far ahead (in rows of the reduction) a tile that reads B's rows in place prefetches them:
+// each row is another line, a row of B further on, and the hardware's prefetchers stop at each
+// 4 KiB page. On two threads the rows another core wrote were a trip to its cache each
+// (mobilenet_v2's pointwise convs; bench/RESULTS.md, twenty-sixth round). The pack loop
+// prefetches nothing: with the same prefetches mobilenet_v2 ran no faster (1.00), and a
+// 1024 x 4096 x 4096 product with B an input 1.01-1.02x as long.
 constexpr int64_t kPrefetchInputRows = 32;
 
 int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits / 32); }
@@ -434,11 +434,9 @@ class MatmulTiler {
     // Panels inside B copy rows as whole vectors; the clamp on the last one would make the
     // loads a gather.
     auto pack = [&](PrimExpr value) {
-      std::vector<Stmt> step =
-          Shallow() ? std::vector<Stmt>{} : PrefetchRowsAhead(b, kk, jj, panel_cols_);
-      step.push_back(
+      return Loop(
+          kk, BlockDepth(), ForKind::kSerial,
           Loop(jj, I(panel_cols_), ForKind::kVectorized, ir::Store(packed_, {jp, kk, jj}, value)));
-      return Loop(kk, BlockDepth(), ForKind::kSerial, ir::Seq(step));
     };
     Stmt edge = ir::IfThenElse(Lt(Col(jp, I(0)), N()),
                                pack(arith::Select(Lt(col, N()), clamped, arith::FloatImm(0))));

@@ -44,14 +44,9 @@ TEST_P(ScheduleMatmulTest, MatmulIsTiledAndPacked) {
   std::string kernels = ScheduledKernels(MatmulModel(300, 150), GetParam());
   EXPECT_NE(kernels.find("packed_b"), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("parallel"), std::string::npos) << kernels;
-  // Packing reads a new row of B at each step, a page or more on: it prefetches the row 32
-  // steps ahead. The tile reads the packed copy, in cache, and prefetches nothing.
-  EXPECT_NE(kernels.find("kiln.prefetch(A1[kc * 256 + (pkk + 32), jc * "), std::string::npos)
-      << kernels;
-  EXPECT_EQ(kernels.find("kiln.prefetch(packed_b"), std::string::npos) << kernels;
-  // Under 64 rows of B, every prefetch would name a line past B.
-  EXPECT_EQ(ScheduledKernels(MatmulModel(40, 150), GetParam()).find("kiln.prefetch"),
-            std::string::npos);
+  // Only weights packed at compile time, and B read in place, are prefetched: prefetching B's
+  // rows as they are packed made a 1024 x 4096 x 4096 product 1.01-1.02x as slow.
+  EXPECT_EQ(kernels.find("kiln.prefetch"), std::string::npos) << kernels;
 }
 
 // With AVX-512's 14-row tiles A is packed by default, as rows copied in whole vectors: an
