@@ -575,7 +575,7 @@ class ConvTiler {
   // the last column of each row of the tile, for a pointwise conv whose channel loop is twice
   // that or longer. A 3 x 3 conv reads each line for three taps or more, and its packed
   // weights, from memory, are most of its reads: with these prefetches resnet18's 14 x 14 and
-  // 7 x 7 convs took 1.03-1.19x as long on one thread, and nothing less on two.
+  // 7 x 7 convs took 1.03-1.19x their samples on one thread, and the model no less time on two.
   // Past the last channel it names other memory, which a prefetch may (ir::intrinsic::kPrefetch).
   std::vector<Stmt> PrefetchInput(const PrimExpr& x) const {
     std::vector<Stmt> out;

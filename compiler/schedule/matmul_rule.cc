@@ -490,6 +490,7 @@ class MatmulTiler {
                                        {arith::Min(Row(), M() - I(1)), Depth(kk_)});
     Stmt fma = OverTile(ir::Store(acc_, {ii_, jj_}, acc + a * b), ForKind::kVectorized);
     std::vector<Stmt> step = PrefetchWeights();
+    // B read in place, not its packed copy.
     if (b->kind == ExprKind::kLoad && b->buffer == m_.b_load->buffer) {
       std::vector<Stmt> ahead =
           Shallow() ? PrefetchNextPanel(b, jj_, jp_, cols_) : PrefetchRowsAhead(b, kk_, jj_, cols_);
