@@ -31,7 +31,8 @@
 // larger than group_tiles tiles and, where the call has few tasks otherwise, as many as give
 // it about kTaskTiles / group_tiles tasks (4 at the default) of group_tiles / 16 tiles or more:
 // a pointwise conv on a 7x7 plane (160 rows, 49 columns) is one column block and was one task
-// of 27 tiles, now 4 of 6-7.
+// of 27 tiles, now 4 of 6-7. Where B is read in place and the last column block is short, there
+// are two groups or more, so that two threads get the same work (Groups).
 // Every task packs its own B block into its own buffer, so the batch loops fold into the
 // parallel loop for free: BERT's attention matmuls (8 heads, 1 column block of 22 tiles each)
 // are one call of 8 tasks, not 8 calls of 1.
@@ -377,7 +378,18 @@ class MatmulTiler {
     PrimExpr aim = I(std::max<int64_t>(1, kTaskTiles / group_tiles));
     PrimExpr most = arith::FloorDiv(tiles, I(std::max<int64_t>(1, group_tiles / 16)));
     PrimExpr wanted = arith::Min(CeilDivBy(aim, others), arith::Max(most, I(1)));
-    return analyzer.Simplify(arith::Max(fewest, wanted));
+    PrimExpr groups = arith::Max(fewest, wanted);
+    if (in_place_) {
+      // A last column block shorter than the others leaves a thread's half of the blocks
+      // lighter (a 14 x 14 plane in blocks of 64 columns: 64, 64, 64, 4); with two groups each
+      // of two threads takes every block of half the rows (mobilenet_v2 on two threads: 0.95-0.96
+      // of the time, bench/RESULTS.md, twenty-seventh round).
+      PrimExpr short_last =
+          And(Lt(I(1), ColBlocks()), Lt(I(0), arith::FloorMod(Columns(), I(k_.block_cols))));
+      PrimExpr two = arith::Max(groups, I(2));
+      groups = arith::Select(And(short_last, Lt(I(1), most)), two, groups);
+    }
+    return analyzer.Simplify(groups);
   }
 
   int64_t panels() const { return k_.block_cols / panel_cols_; }

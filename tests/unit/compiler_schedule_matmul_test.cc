@@ -315,6 +315,49 @@ TEST_P(ScheduleMatmulTest, SmallPlaneRowsSplitIntoEqualTasks) {
   }
 }
 
+// A pointwise conv on a 14 x 14 plane in blocks of 64 columns is three full blocks and one of 4
+// columns: as one row group, the first of two threads would take two full blocks and the second
+// one and the short one. Its rows are split into two groups instead, so that each thread takes
+// every block of half the rows. On a 16 x 16 plane the four blocks are equal and the rows stay
+// one group. Checked on one and three threads against the interpreter.
+TEST_P(ScheduleMatmulTest, ShortLastColumnBlockSplitsTheRowsInTwo) {
+  const ir::Target target = ResolvedTarget(GetParam());
+  // The pointwise conv's matmul space (96 rows, 64 deep), blocks of 64 columns.
+  schedule::Trace trace = schedule::MatmulSpace(target, false, true, 96, 64).Default();
+  for (schedule::Decision& d : trace.decisions) d.value = d.knob == "block_cols" ? 64 : d.value;
+  for (int64_t side : {14, 16}) {
+    SCOPED_TRACE(side);
+    OnnxBuilder b;
+    b.Input("x", {1, 64, side, side});
+    std::vector<float> w(96 * 64);
+    ir::NDArray values = Random({96 * 64}, 16);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(values.GetDouble(i));
+    b.FloatInitializer("w", {96, 64, 1, 1}, w);
+    b.Node("Conv", {"x", "w"}, {"y"});
+    b.Output("y", {1, 96, side, side});
+    std::string onnx = b.Serialize();
+    TracedModel traced = CompileWithTrace(onnx, target, trace);
+    ASSERT_NE(traced.model, nullptr);
+    std::smatch groups;
+    ASSERT_TRUE(std::regex_search(traced.kernels, groups, std::regex("let groups: i64 = (\\d+)")))
+        << traced.kernels;
+    EXPECT_EQ(std::stoi(groups[1]), side == 14 ? 2 : 1) << traced.kernels;
+
+    auto module = driver::ImportModel(onnx);
+    ASSERT_TRUE(module.ok()) << module.status();
+    ir::NDArray x = Random({1, 64, side, side}, 17);
+    auto expected = interp::Run(*module, {x});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int threads : {1, 3}) {
+      std::string error;
+      ASSERT_TRUE(traced.model->SetNumThreads(threads, &error)) << error;
+      ir::NDArray out = ir::NDArray::Zeros(arith::DataType::Float(32), {1, 96, side, side});
+      ExpectClose(RunModel(*traced.model, {x}, {out})[0], (*expected)[0],
+                  "threads=" + std::to_string(threads));
+    }
+  }
+}
+
 // A pointwise conv with constant weights (A packed at compile time) over a symbolic plane: the
 // columns past the last whole vector (the 49th of a 7 x 7 plane, the last 4 of 14 x 14, all of
 // a plane narrower than a vector) are the strip, rows in the lanes, and the panel that crosses
