@@ -8,7 +8,7 @@
 //       pack B[kc block, jc block] into NR-wide panels, zero past N (panels wholly past N
 //         are skipped; with pack_b off, only the panel crossing N: the others read B in place)
 //       for it (the group's tiles of MR rows)
-//         for jp (panels; the one that crosses N in tiles of one vector)
+//         for jp (panels; the one that crosses N in one tile of the vectors that reach N)
 //           acc[MR][NR] = C tile (0 for the first kc block)
 //           for kk: acc[ii][jj] += A[row ii, kk] * Bp[jp][kk][jj]   (MR x NR, unrolled)
 //           C tile = acc (rows < M, columns < N); after the last kc block, each element
@@ -81,10 +81,15 @@ using ir::StmtNode;
 //    only lets a tall C keep fewer, larger groups: at M = 1024 (74 tiles) one group packs
 //    each block once where groups of 32 packed it three times (0.97x the time on one thread,
 //    0.93x on two); a call still aims for 2 tasks or more, as with 64.
-//  - tile_rows (MR): MR x 2 accumulator vectors, plus two for B and one for A, fit the vector
-//    registers: 16 on x86-64 up to AVX2 (MR = 6), 32 with AVX-512 (MR = 14); fewer where a
-//    constant M leaves less of the last tile unused (DefaultTileRows).
-//  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes.
+//  - tile_rows (MR): MR x tile_vectors accumulator vectors, plus tile_vectors for B and one
+//    for A, fit the vector registers (MaxTileRows): with two vectors, 16 on x86-64 up to AVX2
+//    (MR = 6), 32 with AVX-512 (MR = 14); fewer where a constant M leaves less of the last
+//    tile unused (DefaultTileRows). Rows past what the registers hold are cut to it, so the
+//    choices of tile_rows stay valid for every tile_vectors.
+//  - tile_vectors: vectors of f32 per register tile row; NR = tile_vectors * lanes. Three
+//    vectors (9 x 48 at AVX-512) load a row of B and 9 broadcasts of A per 27 FMAs, where
+//    14 x 32 loads 16 per 28; on a 7 x 7 plane (N = 49) one tile covers 48 columns, where 32
+//    columns left a crossing panel of 17.
 //  - pack_a: copy the MR rows of A's depth block first, into rows in different L1 sets; pays
 //    when MR rows outnumber the ways of L1 (8-12 on current x86-64). A constant A is packed
 //    at compile time instead.
@@ -140,14 +145,19 @@ int64_t Lanes(const ir::Target& target) { return std::max(4, target.vector_bits 
 
 }  // namespace
 
+int64_t MaxTileRows(const ir::Target& target, int64_t vectors) {
+  vectors = std::max<int64_t>(vectors, 1);
+  return std::max<int64_t>(1, (target.VectorRegisters() - vectors - 1) / vectors);
+}
+
 // As many rows as the registers hold, or, for a constant row count, fewer where that wastes
-// less of the last tile: at least half as many, the cost counting a tile's rows plus the two
+// less of the last tile: at least half as many, the cost counting a tile's rows plus the
 // vectors of B it loads per step. 16 rows (a 1x1 conv of 32 -> 16 channels) in tiles of 14
 // computed 28 of them; two tiles of 8 compute 16.
-int64_t DefaultTileRows(const ir::Target& target, std::optional<int64_t> rows) {
-  const int64_t most = (target.VectorRegisters() - 3) / 2;
+int64_t DefaultTileRows(const ir::Target& target, std::optional<int64_t> rows, int64_t vectors) {
+  const int64_t most = MaxTileRows(target, vectors);
   if (!rows || *rows < 1) return most;
-  auto cost = [&](int64_t r) { return (*rows + r - 1) / r * (r + 2); };
+  auto cost = [&](int64_t r) { return (*rows + r - 1) / r * (r + vectors); };
   int64_t best = most;
   for (int64_t r = most - 1; 2 * r >= most; --r) {
     if (cost(r) < cost(best)) best = r;
@@ -179,12 +189,22 @@ std::optional<int64_t> ConstantDepth(const Matmul& m) {
   return m.depth->int_value;
 }
 
+// The greatest multiple of `multiple` (>= 1) no larger than `value`, and at least `multiple`.
+int64_t RoundDown(int64_t value, int64_t multiple) {
+  return std::max<int64_t>(1, value / multiple) * multiple;
+}
+
 MatmulKnobs KnobsOf(const Trace& trace, const ir::Target& target, const Matmul& m) {
   MatmulKnobs k;
-  k.tile_rows = trace.Get("tile_rows", DefaultTileRows(target, ConstantRows(m)));
-  k.cols = trace.Get("tile_vectors", 2) * Lanes(target);
+  const int64_t vectors = std::max<int64_t>(1, trace.Get("tile_vectors", 2));
+  k.tile_rows = std::min(trace.Get("tile_rows", DefaultTileRows(target, ConstantRows(m), vectors)),
+                         MaxTileRows(target, vectors));
+  k.cols = vectors * Lanes(target);
   k.block_depth = trace.Get("block_depth", k.block_depth);
-  k.block_cols = trace.Get("block_cols", DefaultBlockCols(ConstantDepth(m)));
+  // Whole panels, no more columns than asked: a block of 128 columns is two panels of 48. Up
+  // to the next whole panel, 512 x 512 blocks of 48-column panels (528 columns) passed the
+  // 1 MiB a kernel-local buffer may hold.
+  k.block_cols = RoundDown(trace.Get("block_cols", DefaultBlockCols(ConstantDepth(m))), k.cols);
   k.group_tiles = trace.Get("group_tiles", k.group_tiles);
   k.pack_a = trace.Get("pack_a", k.tile_rows > 8) != 0;
   k.pack_b = trace.Get("pack_b", !m.reads_b_in_place) != 0;
@@ -394,13 +414,9 @@ class MatmulTiler {
 
   int64_t panels() const { return k_.block_cols / panel_cols_; }
   PrimExpr Col(const PrimExpr& jp, const PrimExpr& jj) const {
-    return jc_ * I(k_.block_cols) + jp * I(panel_cols_) + InPanel(jj);
+    return jc_ * I(k_.block_cols) + jp * I(panel_cols_) + jj;
   }
   PrimExpr Col() const { return Col(jp_, jj_); }
-  // Column `jj` of the tile within its panel.
-  PrimExpr InPanel(const PrimExpr& jj) const {
-    return offset_->is_const_int(0) ? jj : offset_ + jj;
-  }
   PrimExpr Row() const { return it_ * I(rows_) + ii_; }
   PrimExpr Depth(const PrimExpr& kk) const { return kc_ * I(k_.block_depth) + kk; }
   PrimExpr BlockDepth() const {
@@ -488,9 +504,8 @@ class MatmulTiler {
 
   // B at (kk, jj) of panel jp in its packed form: the compile-time panels or the task's.
   PrimExpr PackedB() const {
-    PrimExpr jj = InPanel(jj_);
-    return m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj})
-                       : arith::Load(packed_, {jp_, kk_, jj});
+    return m_.b_packed ? arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, Depth(kk_), jj_})
+                       : arith::Load(packed_, {jp_, kk_, jj_});
   }
 
   // The tile reading B at (kk, jj) as `b`.
@@ -524,8 +539,7 @@ class MatmulTiler {
     std::vector<Stmt> out;
     PrimExpr ahead = Depth(kk_) + I(kPrefetchRows);
     for (int64_t c = 0; m_.b_packed && c < cols_; c += kLineFloats) {
-      out.push_back(
-          Prefetch(arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, ahead, InPanel(I(c))})));
+      out.push_back(Prefetch(arith::Load(m_.b_packed, {jc_ * I(panels()) + jp_, ahead, I(c)})));
     }
     for (int64_t r = 0; m_.a_packed && r < rows_; r += kLineFloats) {
       out.push_back(Prefetch(arith::Load(m_.a_packed, {it_, ahead, I(r)})));
@@ -623,18 +637,23 @@ class MatmulTiler {
     return ir::For(it_, FirstTile(), analyzer.Simplify(EndTile() - FirstTile()), ForKind::kSerial,
                    tile_row);
   }
-  // The panel that crosses N, in tiles of one vector: a full tile would compute all NR
-  // columns (32 at 512 bits) for the 17 of a 7 x 7 plane past its first 32. A tile that
+  // The panel that crosses N, in one tile of as many vectors as reach N: a full tile would
+  // compute all NR columns (32 at 512 bits) for the 17 of a 7 x 7 plane past its first 32,
+  // and tiles of one vector each load the rows of A again (a 6 x 4 tile on a 7 x 7 plane,
+  // its 48 columns as three 6 x 1 tiles, ran 2x as long as one 9 x 3 tile). A tile that
   // crosses N stores through its stage (StoreTile).
   Stmt CrossingTiles() const {
-    if (cols_ <= k_.lanes) return Tile();
-    PrimExpr v = arith::MakeVar("jv");
-    MatmulTiler narrow = *this;
-    narrow.cols_ = k_.lanes;
-    narrow.offset_ = v * I(k_.lanes);
-    narrow.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(k_.lanes)});
-    narrow.stage_ = arith::MakeBuffer("stage", DataType::Float(32), {I(rows_), I(k_.lanes)});
-    return Loop(v, CeilDiv(N() - Col(jp_, I(0)), k_.lanes), ForKind::kSerial, narrow.Tile());
+    const int64_t vectors = cols_ / k_.lanes;
+    PrimExpr needed = CeilDiv(N() - Col(jp_, I(0)), k_.lanes);
+    Stmt tiles = Tile();
+    for (int64_t v = vectors - 1; v >= 1; --v) {
+      MatmulTiler narrow = *this;
+      narrow.cols_ = v * k_.lanes;
+      narrow.acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(rows_), I(narrow.cols_)});
+      narrow.stage_ = arith::MakeBuffer("stage", DataType::Float(32), {I(rows_), I(narrow.cols_)});
+      tiles = ir::IfThenElse(Lt(needed, I(v + 1)), narrow.Tile(), tiles);
+    }
+    return tiles;
   }
 
   PrimExpr FirstTile() const {
@@ -705,12 +724,11 @@ class MatmulTiler {
   const Matmul& m_;
   const MatmulKnobs k_;
   const int64_t panel_cols_;  // NR
-  int64_t cols_;              // the tile's columns: NR, or a vector in the crossing panel
+  int64_t cols_;              // the tile's columns: NR, or fewer vectors in the crossing panel
   const int64_t rows_;        // MR
   const bool pack_a_ = k_.pack_a;
   const bool in_place_ = ReadsBInPlace();
   const bool strips_ = Strips();
-  PrimExpr offset_ = I(0);  // the tile's first column in its panel
   PrimExpr jc_ = arith::MakeVar("jc"), kc_ = arith::MakeVar("kc"), jp_ = arith::MakeVar("jp");
   PrimExpr kk_ = arith::MakeVar("kk"), jj_ = arith::MakeVar("jj"), it_ = arith::MakeVar("it");
   PrimExpr ii_ = arith::MakeVar("ii");
@@ -920,8 +938,8 @@ SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b, bool read
                         std::optional<int64_t> constant_depth) {
   const int64_t rows = DefaultTileRows(target, constant_rows);
   std::vector<int64_t> tile_rows = {rows};
-  // Taller tiles fit the registers with one vector per row (tile_vectors 1); with two they
-  // spill, which measuring rules out.
+  // Rows past what the registers hold with the trace's tile_vectors are cut to it (KnobsOf):
+  // 12 rows are 12 x 1 and 12 x 2 as asked, 9 x 3 and 6 x 4 at AVX-512.
   for (int64_t r : {DefaultTileRows(target, std::nullopt), int64_t{4}, int64_t{8}, int64_t{2},
                     int64_t{12}, int64_t{1}}) {
     if (r != rows && r + 3 <= target.VectorRegisters()) tile_rows.push_back(r);
@@ -933,7 +951,7 @@ SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b, bool read
   }
   SearchSpace space{"matmul",
                     {{"tile_rows", tile_rows},
-                     {"tile_vectors", {2, 1}},
+                     {"tile_vectors", {2, 1, 3, 4}},
                      {"block_depth", {256, 128, 512, 64}},
                      {"block_cols", block_cols},
                      {"group_tiles", {32, 8, 16, 64, 128}},

@@ -96,8 +96,14 @@ SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b = false,
                         std::optional<int64_t> constant_rows = std::nullopt,
                         std::optional<int64_t> constant_depth = std::nullopt);
 
-// The matmul rule's default register tile rows (MR) on `target` for M = `rows`.
-int64_t DefaultTileRows(const ir::Target& target, std::optional<int64_t> rows);
+// The most register tile rows (MR) the matmul rule gives tiles of `vectors` vectors a row on
+// `target`: MR x `vectors` sums, the row's `vectors` of B and one broadcast of A fit the
+// vector registers (14 rows of 2 vectors, 9 of 3 or 6 of 4 in AVX-512's 32).
+int64_t MaxTileRows(const ir::Target& target, int64_t vectors);
+
+// The matmul rule's default register tile rows (MR) on `target` for M = `rows`, in tiles of
+// `vectors` vectors a row.
+int64_t DefaultTileRows(const ir::Target& target, std::optional<int64_t> rows, int64_t vectors = 2);
 
 // The matmul rule's default columns per task for K = `depth`: 128, or up to 512 for a
 // shallow product, so that a block of B holds about as many floats.
