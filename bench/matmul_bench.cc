@@ -5,12 +5,16 @@
 // candidates alternate, and each reports the median of its runs; results are checked against
 // each other.
 //
-//   matmul_bench [--tune TRIALS] [TARGET...]
+//   matmul_bench [--tune TRIALS | --cache DIR] [--offset BYTES] [TARGET...]
 //   matmul_bench --write-model PATH   (the N = K = 1024 model, to inspect with `kiln`)
 //
 // --tune: the matmul is first tuned (driver::TuneModel, TRIALS per bucket) at M = 1, 16, 128
 // and 1024 into a fresh tuning database, and compiled from it: one kernel that dispatches on
-// M to the schedule tuned for its bucket.
+// M to the schedule tuned for its bucket. --cache: compiled from the records of the tuning
+// database in DIR instead (one an earlier --tune run left in /tmp/kiln-matmul-tuning-*), so
+// that the same kernels can be timed again.
+// A, B and C start on 64-byte lines, as the runtime's own tensors do; --offset moves each
+// that many bytes past a line (16: where glibc's malloc puts a large std::vector).
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,7 +75,8 @@ bool Tune(const std::string& onnx, const kiln::ir::Target& target, int trials,
   return true;
 }
 
-// Compiles the model for `target` (from the tuning records of `db`, if given) into a
+// Compiles the model for `target` (first tuned into `db` with `tune_trials` > 0; from the
+// tuning records of `db`, if given) into a
 // temporary file and loads it.
 std::unique_ptr<kiln::runtime::Model> CompileAndLoad(const std::string& onnx,
                                                      const std::string& target, int tune_trials,
@@ -81,10 +87,8 @@ std::unique_ptr<kiln::runtime::Model> CompileAndLoad(const std::string& onnx,
     return nullptr;
   }
   kiln::driver::CompileOptions options;
-  if (tune_trials > 0) {
-    if (!Tune(onnx, *t, tune_trials, *db)) return nullptr;
-    options.tuning_db = db;
-  }
+  if (tune_trials > 0 && !Tune(onnx, *t, tune_trials, *db)) return nullptr;
+  options.tuning_db = db;
   auto artifact = kiln::driver::CompileModel(onnx, *t, options, nullptr);
   if (!artifact.ok()) {
     std::fprintf(stderr, "compile: %s\n", std::string(artifact.status().message()).c_str());
@@ -116,6 +120,27 @@ DLTensor F32(float* data, std::vector<int64_t>& shape) {
   return t;
 }
 
+// n floats starting `offset` bytes past a 64-byte line (a multiple of 4 below 64).
+class Floats {
+ public:
+  Floats(int64_t n, int64_t offset)
+      : storage_(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 64 + 63) / 64 * 64))),
+        data_(storage_.get() + offset / 4),
+        size_(n) {}
+  float* data() { return data_; }
+  float& operator[](int64_t i) { return data_[i]; }
+  float* begin() { return data_; }
+  float* end() { return data_ + size_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> storage_;
+  float* data_;
+  int64_t size_;
+};
+
 double Seconds(const std::function<void()>& fn) {
   auto start = std::chrono::steady_clock::now();
   fn();
@@ -133,11 +158,11 @@ struct Row {
   double kiln_gflops, blas_gflops, max_rel_error;
 };
 
-Row Measure(kiln::runtime::Model& model, const std::string& target, int64_t m, int64_t n,
-            int64_t k) {
+Row Measure(kiln::runtime::Model& model, const std::string& target, int64_t m, int64_t n, int64_t k,
+            int64_t offset) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> a(m * k), b(k * n), c_kiln(m * n), c_blas(m * n);
+  Floats a(m * k, offset), b(k * n, offset), c_kiln(m * n, offset), c_blas(m * n, offset);
   for (float& x : a) x = dist(rng);
   for (float& x : b) x = dist(rng);
   std::vector<int64_t> a_shape = {m, k}, b_shape = {k, n}, c_shape = {m, n};
@@ -172,25 +197,54 @@ Row Measure(kiln::runtime::Model& model, const std::string& target, int64_t m, i
 
 }  // namespace
 
+// The tuning database in `dir` (its kiln.db), or nullptr after saying why.
+std::unique_ptr<kiln::cache::TuningDb> OpenDb(const std::string& dir) {
+  auto opened = kiln::cache::TuningDb::Open(dir + "/kiln.db");
+  if (!opened.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(opened.status().message()).c_str());
+    return nullptr;
+  }
+  return *std::move(opened);
+}
+
 int main(int argc, char** argv) {
-  std::vector<std::string> targets(argv + 1, argv + argc);
-  if (targets.size() == 2 && targets[0] == "--write-model") {
-    std::ofstream(targets[1], std::ios::binary) << MatmulModel(1024, 1024);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 2 && args[0] == "--write-model") {
+    std::ofstream(args[1], std::ios::binary) << MatmulModel(1024, 1024);
     return 0;
   }
   int tune_trials = 0;
-  std::unique_ptr<kiln::cache::TuningDb> db;
-  if (targets.size() >= 2 && targets[0] == "--tune") {
-    tune_trials = std::atoi(targets[1].c_str());
-    targets.erase(targets.begin(), targets.begin() + 2);
-    char dir[] = "/tmp/kiln-matmul-tuning-XXXXXX";
-    auto opened = kiln::cache::TuningDb::Open(std::string(mkdtemp(dir)) + "/kiln.db");
-    if (!opened.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(opened.status().message()).c_str());
-      return 1;
+  int64_t offset = 0;
+  std::string cache;
+  std::vector<std::string> targets;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--tune" && has_value) {
+      tune_trials = std::atoi(args[++i].c_str());
+    } else if (args[i] == "--cache" && has_value) {
+      cache = args[++i];
+    } else if (args[i] == "--offset" && has_value) {
+      offset = std::atoll(args[++i].c_str());
+    } else {
+      targets.push_back(args[i]);
     }
-    db = *std::move(opened);
   }
+  if (offset < 0 || offset >= 64 || offset % 4 != 0) {
+    std::fprintf(stderr, "--offset %ld: a multiple of 4 below 64\n", offset);
+    return 1;
+  }
+  if (tune_trials > 0 && !cache.empty()) {
+    std::fprintf(stderr, "--tune and --cache: one or the other\n");
+    return 1;
+  }
+  std::unique_ptr<kiln::cache::TuningDb> db;
+  if (tune_trials > 0) {
+    char dir[] = "/tmp/kiln-matmul-tuning-XXXXXX";
+    db = OpenDb(mkdtemp(dir));
+  } else if (!cache.empty()) {
+    db = OpenDb(cache);
+  }
+  if ((tune_trials > 0 || !cache.empty()) && !db) return 1;
   if (targets.empty()) targets = {"host", "x86_64-v3"};
   openblas_set_num_threads(1);
   std::printf("%-10s %5s %5s %5s %12s %12s %7s %10s\n", "target", "M", "N", "K", "kiln GF/s",
@@ -200,7 +254,7 @@ int main(int argc, char** argv) {
       auto model = CompileAndLoad(MatmulModel(nk, nk), target, tune_trials, db.get());
       if (!model) return 1;
       for (int64_t m : kRows) {
-        Row r = Measure(*model, target, m, nk, nk);
+        Row r = Measure(*model, target, m, nk, nk, offset);
         std::printf("%-10s %5ld %5ld %5ld %12.1f %12.1f %6.0f%% %10.1e\n", r.target.c_str(), r.m,
                     r.n, r.k, r.kiln_gflops, r.blas_gflops, 100 * r.kiln_gflops / r.blas_gflops,
                     r.max_rel_error);

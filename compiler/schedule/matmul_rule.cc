@@ -933,6 +933,34 @@ ScheduledKernel TileMatmul(const Matmul& m, const ir::Target& target, const Cons
   return {BuildProduct(tiled, knobs), std::move(packed)};
 }
 
+namespace {
+
+// Seeds of the matmul space (SearchSpace::seeds): the default's tile at 3 and at 4 vectors
+// (9 x 3 and 6 x 4 at AVX-512), reading A in place. Their rows fit a 12-way L1 without the
+// copy, and on a tall product they beat the default: 1024 x 4096 x 4096 with B an input took
+// 0.89-0.90 of the default's time on Zen 5, where 9 x 3 with A packed took 0.95 (bench/
+// RESULTS.md, twenty-ninth round). A random search changes one or two knobs at a time, so 32
+// or 64 trials did not reliably find the pair. Only with 32 registers (with 16, three vectors
+// leave tiles of 4 rows) and where more than a few tiles of rows are to be had; not for
+// pointwise convs (their A, the weights, is packed at compile time; not measured with these).
+std::vector<Trace> WideTileSeeds(const SearchSpace& space, const ir::Target& target,
+                                 std::optional<int64_t> constant_rows) {
+  constexpr int64_t kMinSeedRows = 64;
+  if (target.VectorRegisters() < 32 || (constant_rows && *constant_rows < kMinSeedRows)) return {};
+  std::vector<Trace> seeds;
+  for (int64_t vectors : {3, 4}) {
+    Trace seed = space.Default();
+    for (Decision& d : seed.decisions) {
+      if (d.knob == "tile_vectors") d.value = vectors;
+      if (d.knob == "pack_a") d.value = 0;
+    }
+    if (seed != space.Default()) seeds.push_back(std::move(seed));
+  }
+  return seeds;
+}
+
+}  // namespace
+
 SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b, bool reads_b_in_place,
                         std::optional<int64_t> constant_rows,
                         std::optional<int64_t> constant_depth) {
@@ -958,6 +986,7 @@ SearchSpace MatmulSpace(const ir::Target& target, bool matvec_reads_b, bool read
                      {"pack_a", {rows > 8, rows <= 8}}}};
   if (reads_b_in_place) space.knobs.push_back({"pack_b", {0, 1}});
   if (matvec_reads_b) space.knobs.push_back({"matvec_vectors", {2, 4, 8, 1, 16, 64}});
+  if (!reads_b_in_place) space.seeds = WideTileSeeds(space, target, constant_rows);
   return space;
 }
 

@@ -43,6 +43,10 @@ struct Knob {
 struct SearchSpace {
   std::string rule;
   std::vector<Knob> knobs;
+  // Traces of this space that the tuner measures right after the defaults, before its search:
+  // schedules the rule expects to beat its default on some machines, which a short random
+  // search could miss because several knobs must change together.
+  std::vector<Trace> seeds;
 
   // The default rule's decisions: every knob's first choice.
   Trace Default() const;

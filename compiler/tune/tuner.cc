@@ -77,8 +77,8 @@ class KernelSearch {
         options_(options),
         random_(random) {}
 
-  // Measures the default schedule, then up to `budget` - 1 more candidates, while
-  // `keep_going` says so; `on_trial` hears each.
+  // Measures each space's default schedule, then the spaces' seeds, then more candidates, up
+  // to `budget` in all, while `keep_going` says so; `on_trial` hears each.
   absl::StatusOr<TuneResult> Run(int budget, const std::function<bool()>& keep_going,
                                  const std::function<void(const TuneResult&)>& on_trial) {
     TuneResult result;
@@ -104,6 +104,13 @@ class KernelSearch {
                  4 * std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
     std::vector<Trace> first;
     for (const SearchSpace& space : kernel_.spaces) first.push_back(space.Default());
+    for (const SearchSpace& space : kernel_.spaces) {
+      for (const Trace& seed : space.seeds) {
+        if (space.Contains(seed) && std::find(first.begin(), first.end(), seed) == first.end()) {
+          first.push_back(seed);
+        }
+      }
+    }
     while (result.trials < budget && keep_going()) {
       std::optional<Trace> next;
       if (!first.empty()) {
@@ -162,6 +169,7 @@ class KernelSearch {
                           MeasureKernelIsolated(candidate, reference_, kernel_.kernel, scalars_,
                                                 candidate_options_, &reference_result_));
     ++result.trials;
+    result.tried.push_back(trace);
     tried_.insert(trace.ToJson());
     if (trace == kernel_.spaces.front().Default()) result.default_measurement = m;
     if (!m.ok) {

@@ -65,6 +65,7 @@ struct TuneResult {
   Measurement default_measurement;
   int trials = 0;  // measured, failures included
   int failed = 0;
+  std::vector<schedule::Trace> tried;  // the measured traces, in the order they ran
   // What each failed trial reported ("trace: why"), or why the kernel could not be tuned at
   // all (its default schedule did not run: then trials is 0 and this has one entry); also
   // why comparing the fastest again failed, where it did.

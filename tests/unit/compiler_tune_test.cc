@@ -111,6 +111,32 @@ TEST(TraceTest, ShallowProductsTakeWiderColumnBlocksByDefault) {
   EXPECT_EQ(schedule::MatmulSpace(v4).Default().Get("block_cols", 0), 128);
 }
 
+// With 32 vector registers, a product of many rows (or a symbolic count) seeds the search with
+// the default's tile at 3 and 4 vectors reading A in place; with 16 registers, few rows, or
+// for a pointwise conv, nothing.
+TEST(TraceTest, TallProductsSeedWideTilesReadingAInPlace) {
+  ir::Target v4 = *ir::ParseTarget("x86_64-v4");
+  for (std::optional<int64_t> rows : {std::optional<int64_t>(), std::optional<int64_t>(1024)}) {
+    schedule::SearchSpace space = schedule::MatmulSpace(v4, false, false, rows, 1024);
+    ASSERT_EQ(space.seeds.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      const schedule::Trace& seed = space.seeds[i];
+      SCOPED_TRACE(seed.ToJson());
+      EXPECT_TRUE(space.Contains(seed));
+      EXPECT_EQ(seed.Get("tile_vectors", 0), static_cast<int64_t>(3 + i));
+      EXPECT_EQ(seed.Get("pack_a", 1), 0);
+      for (const schedule::Decision& d : seed.decisions) {
+        if (d.knob != "tile_vectors" && d.knob != "pack_a") {
+          EXPECT_EQ(d.value, space.Default().Get(d.knob, -1)) << d.knob;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(schedule::MatmulSpace(v4, false, false, 16, 1024).seeds.empty());
+  EXPECT_TRUE(schedule::MatmulSpace(v4, false, /*reads_b_in_place=*/true, 1024, 64).seeds.empty());
+  EXPECT_TRUE(schedule::MatmulSpace(*ir::ParseTarget("x86_64-v3")).seeds.empty());
+}
+
 TEST(CostModelTest, RidgeRegressionRanksByTheLearnedFunction) {
   // y = 3 + 2 a - b on a grid: the model must predict unseen points in the right order.
   std::vector<std::vector<double>> x;
@@ -451,6 +477,32 @@ TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
   EXPECT_TRUE(summary->results.empty());
   EXPECT_TRUE(progress.empty());
   EXPECT_TRUE(infos.empty());  // nothing timed, so nothing to say about how
+}
+
+// The search measures the default first and the space's seeds right after it.
+TEST_F(TuningDbTest, TheSeedsRunRightAfterTheDefault) {
+  absl::StatusOr<ir::Target> host = driver::ResolveTarget("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  if (host->VectorRegisters() < 32) GTEST_SKIP() << "the matmul space seeds only with 32 registers";
+  driver::TuneModelOptions options;
+  options.tune.trials_per_kernel = 4;
+  options.tune.symbol_values = {{"n", 256}};
+  options.tune.measure.warmup = 1;
+  options.tune.measure.repeats = 2;
+  options.tune.confirm_rounds = 0;
+  absl::StatusOr<driver::TuneSummary> summary =
+      driver::TuneModel(MatmulModel(false), *host, {}, options, *db_, nullptr);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->results.size(), 1u);
+  const tune::TuneResult& result = summary->results[0];
+  ASSERT_FALSE(result.kernel.spaces.empty());
+  const schedule::SearchSpace& space = result.kernel.spaces.front();
+  ASSERT_EQ(space.seeds.size(), 2u);
+  ASSERT_EQ(result.tried.size(), 4u);
+  EXPECT_EQ(result.tried[0], space.Default());
+  EXPECT_EQ(result.tried[1], space.seeds[0]);
+  EXPECT_EQ(result.tried[2], space.seeds[1]);
+  EXPECT_EQ(result.failed, 0) << ::testing::PrintToString(result.failures);
 }
 
 // Candidates that run away are failed trials, each reported with its trace and why; a kernel
