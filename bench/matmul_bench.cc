@@ -75,9 +75,8 @@ bool Tune(const std::string& onnx, const kiln::ir::Target& target, int trials,
   return true;
 }
 
-// Compiles the model for `target` (first tuned into `db` with `tune_trials` > 0; from the
-// tuning records of `db`, if given) into a
-// temporary file and loads it.
+// Compiles the model for `target` into a temporary file and loads it: from the tuning records
+// of `db`, if given, first tuned into it where `tune_trials` > 0.
 std::unique_ptr<kiln::runtime::Model> CompileAndLoad(const std::string& onnx,
                                                      const std::string& target, int tune_trials,
                                                      kiln::cache::TuningDb* db) {
