@@ -9,15 +9,18 @@
 // a^2 positions are a^2 independent GEMMs:
 //
 //   at compile time: U[xi, nu][m, c] = (G g[m, c] G^T)[xi, nu], packed [a^2][M / L][C][L]
-//   for task in [0, batch * tile blocks) parallel
-//     n, t0 = the task's batch element and first tile; T tiles (the last block clamps)
+//   groups = 2 where the call has one block of tiles (and M / L is even), else 1
+//   for task in [0, batch * tile blocks * groups) parallel
+//     n, g, t0 = the task's batch element, group of output channels and first tile; T tiles
+//       (the last block clamps)
 //     allocate v[a^2][C][T]; v[xi, nu][c][t] = (B^T d B)[xi, nu], d the tile's a x a patch
 //       of x[n, c] (input rows and columns m * tile - pad, zero outside the input)
 //     allocate mm[a^2][T][M rounded to L]
-//     for e in a^2, ocb in M / L, register tiles of P tiles (the last moved back to end at T):
+//     for e in a^2, ocb in group g's M / L / groups blocks, register tiles of P tiles (the
+//       last moved back to end at T):
 //       acc[P][L] = sum over c of v[e][c][tile] * U[e][ocb][c][lane]; stored to mm
-//     for t < tiles in the block, oc < M: Y = A^T mm[.][t][oc] A; the epilogue stores each of
-//       the m x m outputs inside the output plane
+//     for t < tiles in the block, oc < M in group g: Y = A^T mm[.][t][oc] A; the epilogue
+//       stores each of the m x m outputs inside the output plane
 //
 // acc is a register tile as in the conv rule (L = tile_vectors vectors of output channels
 // in the lanes, P columns unrolled). Sums run in f32 in a different order than the direct
@@ -404,9 +407,29 @@ class WinogradBuilder {
     Stmt body = ir::Allocate(
         v_, ir::Allocate(mm_, ir::Seq({InputTransform(), Gemms(), OutputTransform()})));
     body = ir::Let(t0_, arith::FloorMod(task_, blocks) * I(tiles_), body);
-    body = ir::Let(conv_.n, arith::FloorDiv(task_, blocks), body);
-    return Loop(task_, conv_.batch * blocks, ForKind::kParallel, body);
+    if (!Splits()) {
+      body = ir::Let(conv_.n, arith::FloorDiv(task_, blocks), body);
+      return Loop(task_, conv_.batch * blocks, ForKind::kParallel, body);
+    }
+    // A call of one block splits its output channels in two tasks, so that two threads
+    // share it, each reading half the weights. Three of resnet18's 7 x 7 convs over 512
+    // channels, 16 tiles a task, took 0.55-0.87 of one task's time on two threads and
+    // 1.07-1.25 on one, which transforms the input twice (bench/RESULTS.md, thirty-first
+    // round).
+    const PrimExpr groups = arith::Select(Lt(conv_.batch * blocks, I(2)), I(2), I(1));
+    const PrimExpr per_n = blocks * groups_;
+    body = ir::Let(group_blocks_, arith::FloorDiv(I(OutputBlocks()), groups_), body);
+    body = ir::Let(group_, arith::FloorDiv(arith::FloorMod(task_, per_n), blocks), body);
+    body = ir::Let(conv_.n, arith::FloorDiv(task_, per_n), body);
+    body = Loop(task_, conv_.batch * per_n, ForKind::kParallel, body);
+    return ir::Let(groups_, groups, body);
   }
+
+  // The blocks of L output channels.
+  int64_t OutputBlocks() const { return channels_ / lanes_; }
+  // Whether a call of one block of tiles splits its blocks of output channels in two groups:
+  // where they are even in number.
+  bool Splits() const { return OutputBlocks() % 2 == 0; }
 
   // U[e][ocb][c][lane] = (G g[oc, c] G^T)[e / a, e % a] for oc = ocb * L + lane, zero past M.
   PackedWeights Packed() const {
@@ -493,17 +516,18 @@ class WinogradBuilder {
       return Loop(p, I(cols_), ForKind::kUnrolled, Loop(lane, I(lanes_), lanes, std::move(body)));
     };
     const PrimExpr acc = arith::Load(acc_, {p, lane});
+    const PrimExpr block = Splits() ? group_ * group_blocks_ + ocb : ocb;
     const PrimExpr product =
-        arith::Load(v_, {e, c, first + p}) * arith::Load(u_, {e, ocb, c, lane});
+        arith::Load(v_, {e, c, first + p}) * arith::Load(u_, {e, block, c, lane});
     Stmt zero = over_tile(ir::Store(acc_, {p, lane}, arith::FloatImm(0)), ForKind::kUnrolled);
     Stmt sum = Loop(c, I(conv_.cg), ForKind::kSerial,
                     over_tile(ir::Store(acc_, {p, lane}, acc + product), ForKind::kVectorized));
-    Stmt store =
-        over_tile(ir::Store(mm_, {e, first + p, ocb * I(lanes_) + lane}, acc), ForKind::kUnrolled);
+    Stmt store = over_tile(ir::Store(mm_, {e, first + p, block * I(lanes_) + lane}, acc),
+                           ForKind::kUnrolled);
     Stmt tile = ir::Let(first, arith::Min(tt * I(cols_), I(tiles_ - cols_)),
                         ir::Allocate(acc_, ir::Seq({zero, sum, store})));
     return Loop(e, I(alg_.positions()), ForKind::kSerial,
-                Loop(ocb, I(channels_ / lanes_), ForKind::kSerial,
+                Loop(ocb, Splits() ? group_blocks_ : I(OutputBlocks()), ForKind::kSerial,
                      Loop(tt, I((tiles_ + cols_ - 1) / cols_), ForKind::kSerial, tile)));
   }
 
@@ -517,9 +541,17 @@ class WinogradBuilder {
     // of a plane no multiple of m) stores them unchecked, over vectors of output channels.
     PrimExpr whole = arith::Binary(ExprKind::kAnd, Lt(ty * I(m) + I(m - 1), conv_.out_h),
                                    Lt(tx * I(m) + I(m - 1), conv_.out_w));
-    Stmt tile = ir::IfThenElse(
-        whole, Loop(oc, I(conv_.channels), ForKind::kVectorized, TileOutputs(t, oc, ty, tx, false)),
-        Loop(oc, I(conv_.channels), ForKind::kSerial, TileOutputs(t, oc, ty, tx, true)));
+    // This task's output channels: all of them, or group g's blocks, the last group ending
+    // at M.
+    auto over_channels = [&](ForKind kind, bool checked) {
+      if (!Splits()) return Loop(oc, I(conv_.channels), kind, TileOutputs(t, oc, ty, tx, checked));
+      const PrimExpr first_oc = group_ * group_blocks_ * I(lanes_);
+      const PrimExpr count = arith::Min(group_blocks_ * I(lanes_), I(conv_.channels) - first_oc);
+      const PrimExpr j = arith::MakeVar("woj");
+      return Loop(j, count, kind, ir::Let(oc, first_oc + j, TileOutputs(t, oc, ty, tx, checked)));
+    };
+    Stmt tile = ir::IfThenElse(whole, over_channels(ForKind::kVectorized, false),
+                               over_channels(ForKind::kSerial, true));
     tile = ir::Let(ty, arith::FloorDiv(t0_ + t, TilesW(conv_, m)),
                    ir::Let(tx, arith::FloorMod(t0_ + t, TilesW(conv_, m)), tile));
     return Loop(t, arith::Min(I(tiles_), Tiles(conv_, m) - t0_), ForKind::kSerial, tile);
@@ -579,6 +611,10 @@ class WinogradBuilder {
   const int64_t tiles_;     // T
   const int64_t cols_;      // P
   const int64_t channels_;  // M rounded up to L
+  // Where the call splits: its groups (1 or 2), this task's group and the group's blocks of
+  // output channels.
+  const PrimExpr groups_ = arith::MakeVar("wgroups"), group_ = arith::MakeVar("wg");
+  const PrimExpr group_blocks_ = arith::MakeVar("wgblocks");
   const PrimExpr task_ = arith::MakeVar("task"), t0_ = arith::MakeVar("wt0");
   const Buffer u_ =
       arith::MakeBuffer("w_wino", DataType::Float(32),

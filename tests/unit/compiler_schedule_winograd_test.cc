@@ -95,6 +95,9 @@ std::vector<ConvCase> Cases() {
        .w = 7,
        .residual = true,
        .symbolic_plane = true},
+      // 40 output channels: two blocks of 32 lanes at AVX-512, the second ragged, so a call of
+      // one block of tiles splits them in two tasks of 32 and 8 channels.
+      {.name = "pad1_6x6_two_groups", .c = 8, .m = 40, .h = 6, .w = 6},
       // Several blocks of tiles per image (98 tiles), and deep enough to tell the sums apart.
       {.name = "pad1_14x14_deep", .c = 64, .m = 64, .h = 14, .w = 14, .residual = true},
   };
@@ -156,6 +159,27 @@ TEST_P(ScheduleWinogradTest, RuleTakesA3x3Stride1ConvWithTransformedWeights) {
   // The default schedule is still the conv rule's.
   TracedModel plain = CompileWithTrace(conv.Model(), target(), std::nullopt);
   EXPECT_EQ(plain.kernels.find("w_wino"), std::string::npos) << plain.kernels;
+}
+
+// A call of one block of tiles (a batch of one, the plane in one block) runs as two tasks,
+// each over half the blocks of output channels, so that two threads share it; where those
+// blocks are odd in number it stays one task. The other tests run both forms on three threads.
+TEST_P(ScheduleWinogradTest, OneBlockOfTilesSplitsItsOutputChannels) {
+  for (int64_t m : {40, 3}) {
+    ConvCase conv = Cases()[0];
+    conv.m = m;
+    std::optional<schedule::SearchSpace> space = SpaceOf(conv, target(), rule());
+    ASSERT_TRUE(space.has_value());
+    schedule::Trace trace = space->Default();
+    const std::vector<int64_t>& tiles = space->knobs[0].choices;
+    trace.decisions[0].value = *std::max_element(tiles.begin(), tiles.end());
+    TracedModel traced = CompileWithTrace(conv.Model(), target(), trace);
+    const int64_t lanes = 2 * std::max(4, target().vector_bits / 32);
+    const bool even_blocks = (m + lanes - 1) / lanes % 2 == 0;
+    const std::string split = "let wgroups: i64 = select(";
+    EXPECT_EQ(traced.kernels.find(split) != std::string::npos, even_blocks) << "m=" << m << "\n"
+                                                                            << traced.kernels;
+  }
 }
 
 // Strided, 5x5, pointwise, run-time-weight convs and those of few input channels are not
