@@ -13,14 +13,18 @@
 //   for task in [0, batch * tile blocks * groups) parallel
 //     n, g, t0 = the task's batch element, group of output channels and first tile; T tiles
 //       (the last block clamps)
-//     allocate v[a^2][C][T]; v[xi, nu][c][t] = (B^T d B)[xi, nu], d the tile's a x a patch
-//       of x[n, c] (input rows and columns m * tile - pad, zero outside the input)
+//     allocate v[a^2][T][C]; for t < T:
+//       d[.][c] = the tile's a x a patch of x[n, c] for every c (input rows and columns
+//         m * tile - pad, zero outside the input)
+//       v[xi, nu][t][c] = (B^T d[.][c] B)[xi, nu], over vectors of c
 //     allocate mm[a^2][T][M rounded to L]
 //     for e in a^2, ocb in group g's M / L / groups blocks, register tiles of P tiles (the
 //       last moved back to end at T):
-//       acc[P][L] = sum over c of v[e][c][tile] * U[e][ocb][c][lane]; stored to mm
-//     for t < tiles in the block, oc < M in group g: Y = A^T mm[.][t][oc] A; the epilogue
-//       stores each of the m x m outputs inside the output plane
+//       acc[P][L] = sum over c of v[e][tile][c] * U[e][ocb][c][lane]; stored to mm
+//     for t < tiles in the block:
+//       y[.][oc] = A^T mm[.][t][oc] A, over vectors of group g's output channels
+//       for oc < M in group g: the epilogue stores each of the m x m outputs y[.][oc] inside
+//         the output plane
 //
 // acc is a register tile as in the conv rule (L = tile_vectors vectors of output channels
 // in the lanes, P columns unrolled). Sums run in f32 in a different order than the direct
@@ -465,44 +469,64 @@ class WinogradBuilder {
     return arith::Min(t0_ + t, Tiles(conv_, alg_.m) - I(1));
   }
 
-  // v[e][c][t] = (B^T d B)[e / a, e % a], d the a x a patch of tile t in channel c.
+  // v[e][t][c] = (B^T d B)[e / a, e % a], d the a x a patch of tile t in channel c. Two
+  // loops a tile: the patches of every channel copied into d[e][c] (an interior tile's
+  // unchecked, an edge tile's clamped and zero outside the input), then the transform over
+  // vectors of channels. Transformed over vectors of tiles, every lane clamped its own
+  // indices, and the transform took 30% of a 64 -> 64 conv's samples on 56 x 56
+  // (bench/RESULTS.md, twenty-ninth and thirty-third rounds). LLVM vectorizes the copy over
+  // channels with gathers; kept scalar, it measured the same.
   Stmt InputTransform() const {
     const PrimExpr c = arith::MakeVar("wic"), t = arith::MakeVar("wit");
     const PrimExpr tile = TileAt(t);
     const int64_t m = alg_.m, a = alg_.a();
-    const PrimExpr ih0 = arith::FloorDiv(tile, TilesW(conv_, m)) * I(m) - I(conv_.pad_top);
-    const PrimExpr iw0 = arith::FloorMod(tile, TilesW(conv_, m)) * I(m) - I(conv_.pad_left);
-    // The patch, zero outside the input. Branch-free, so that the loop over tiles vectorizes
-    // (a branch to an unchecked form for interior tiles measured 20% slower on resnet18).
-    std::vector<Stmt> stmts;
-    for (int64_t i = 0; i < a; ++i) {
-      for (int64_t j = 0; j < a; ++j) {
-        PrimExpr ih = ih0 + I(i), iw = iw0 + I(j);
-        auto clamp = [](const PrimExpr& x, const PrimExpr& extent) {
-          return arith::Min(arith::Max(x, I(0)), extent - I(1));
-        };
-        PrimExpr inside = arith::Binary(
-            ExprKind::kAnd, arith::Binary(ExprKind::kAnd, Lt(ih, conv_.in_h), Lt(I(-1), ih)),
-            arith::Binary(ExprKind::kAnd, Lt(iw, conv_.in_w), Lt(I(-1), iw)));
-        PrimExpr x =
-            arith::Load(conv_.x, {conv_.n, c, clamp(ih, conv_.in_h), clamp(iw, conv_.in_w)});
-        stmts.push_back(
-            ir::Store(patch_, {I(i * a + j)}, arith::Select(inside, x, arith::FloatImm(0))));
+    const PrimExpr ih0 = arith::MakeVar("wih"), iw0 = arith::MakeVar("wiw");
+    auto copy = [&](bool checked) {
+      std::vector<Stmt> stmts;
+      for (int64_t i = 0; i < a; ++i) {
+        for (int64_t j = 0; j < a; ++j) {
+          PrimExpr ih = ih0 + I(i), iw = iw0 + I(j), x;
+          if (!checked) {
+            x = arith::Load(conv_.x, {conv_.n, c, ih, iw});
+          } else {
+            auto clamp = [](const PrimExpr& v, const PrimExpr& extent) {
+              return arith::Min(arith::Max(v, I(0)), extent - I(1));
+            };
+            PrimExpr inside = arith::Binary(
+                ExprKind::kAnd, arith::Binary(ExprKind::kAnd, Lt(ih, conv_.in_h), Lt(I(-1), ih)),
+                arith::Binary(ExprKind::kAnd, Lt(iw, conv_.in_w), Lt(I(-1), iw)));
+            x = arith::Select(
+                inside,
+                arith::Load(conv_.x, {conv_.n, c, clamp(ih, conv_.in_h), clamp(iw, conv_.in_w)}),
+                arith::FloatImm(0));
+          }
+          stmts.push_back(ir::Store(patch_, {I(i * a + j), c}, x));
+        }
       }
-    }
+      return Loop(c, I(conv_.cg), ForKind::kSerial, ir::Seq(stmts));
+    };
+    PrimExpr interior = arith::Binary(
+        ExprKind::kAnd,
+        arith::Binary(ExprKind::kAnd, Lt(I(-1), ih0), Lt(ih0 + I(a - 1), conv_.in_h)),
+        arith::Binary(ExprKind::kAnd, Lt(I(-1), iw0), Lt(iw0 + I(a - 1), conv_.in_w)));
     std::vector<std::vector<PrimExpr>> rows(a, std::vector<PrimExpr>(a));  // B^T d
     for (int64_t j = 0; j < a; ++j) {
       std::vector<PrimExpr> column;
-      for (int64_t i = 0; i < a; ++i) column.push_back(arith::Load(patch_, {I(i * a + j)}));
+      for (int64_t i = 0; i < a; ++i) column.push_back(arith::Load(patch_, {I(i * a + j), c}));
       std::vector<PrimExpr> bt = Apply(alg_.bt, a, column);
       for (int64_t i = 0; i < a; ++i) rows[i][j] = bt[i];
     }
+    std::vector<Stmt> stores;
     for (int64_t i = 0; i < a; ++i) {
       std::vector<PrimExpr> v = Apply(alg_.bt, a, rows[i]);  // (B^T d B)[i, :]
-      for (int64_t j = 0; j < a; ++j) stmts.push_back(ir::Store(v_, {I(i * a + j), c, t}, v[j]));
+      for (int64_t j = 0; j < a; ++j) stores.push_back(ir::Store(v_, {I(i * a + j), t, c}, v[j]));
     }
-    Stmt one = ir::Allocate(patch_, ir::Seq(stmts));
-    return Loop(c, I(conv_.cg), ForKind::kSerial, Loop(t, I(tiles_), ForKind::kSerial, one));
+    Stmt transform = Loop(c, I(conv_.cg), ForKind::kVectorized, ir::Seq(stores));
+    Stmt one = ir::Seq({ir::IfThenElse(interior, copy(false), copy(true)), transform});
+    one = ir::Let(
+        ih0, arith::FloorDiv(tile, TilesW(conv_, m)) * I(m) - I(conv_.pad_top),
+        ir::Let(iw0, arith::FloorMod(tile, TilesW(conv_, m)) * I(m) - I(conv_.pad_left), one));
+    return ir::Allocate(patch_, Loop(t, I(tiles_), ForKind::kSerial, one));
   }
 
   // mm[e][t][oc] = sum over c of U[e][oc][c] * v[e][c][t], in register tiles of P tiles by L
@@ -518,7 +542,7 @@ class WinogradBuilder {
     const PrimExpr acc = arith::Load(acc_, {p, lane});
     const PrimExpr block = Splits() ? group_ * group_blocks_ + ocb : ocb;
     const PrimExpr product =
-        arith::Load(v_, {e, c, first + p}) * arith::Load(u_, {e, block, c, lane});
+        arith::Load(v_, {e, first + p, c}) * arith::Load(u_, {e, block, c, lane});
     Stmt zero = over_tile(ir::Store(acc_, {p, lane}, arith::FloatImm(0)), ForKind::kUnrolled);
     Stmt sum = Loop(c, I(conv_.cg), ForKind::kSerial,
                     over_tile(ir::Store(acc_, {p, lane}, acc + product), ForKind::kVectorized));
@@ -532,35 +556,44 @@ class WinogradBuilder {
   }
 
   // Y = A^T mm[.][t][oc] A for the block's tiles, each output inside the plane finished by
-  // the kernel's epilogue.
+  // the kernel's epilogue. Two loops a tile: the transform over vectors of this task's
+  // output channels into y[i * m + j][oc] (whole vectors, read and written in place), then
+  // the epilogue a channel at a time, storing each row's m outputs side by side. Transformed
+  // and stored in one loop over channels, the stores to NCHW did not vectorize, so the
+  // transform ran a channel at a time: 36% of a 64 -> 64 conv's samples on 56 x 56 with
+  // F(4x4) (bench/RESULTS.md, thirty-third round).
   Stmt OutputTransform() const {
     const PrimExpr t = arith::MakeVar("wot"), oc = arith::MakeVar("woc");
     const PrimExpr ty = arith::MakeVar("wty"), tx = arith::MakeVar("wtx");
     const int64_t m = alg_.m;
     // A tile whose outputs all lie inside the plane (all but the last row and column of tiles
-    // of a plane no multiple of m) stores them unchecked, over vectors of output channels.
+    // of a plane no multiple of m) stores them unchecked.
     PrimExpr whole = arith::Binary(ExprKind::kAnd, Lt(ty * I(m) + I(m - 1), conv_.out_h),
                                    Lt(tx * I(m) + I(m - 1), conv_.out_w));
     // This task's output channels: all of them, or group g's blocks, the last group ending
-    // at M.
-    auto over_channels = [&](ForKind kind, bool checked) {
-      if (!Splits()) return Loop(oc, I(conv_.channels), kind, TileOutputs(t, oc, ty, tx, checked));
+    // at M. `padded`: whole blocks of L, reading mm's zeros past M.
+    auto over_channels = [&](ForKind kind, bool padded, Stmt body) {
+      if (!Splits()) return Loop(oc, I(padded ? channels_ : conv_.channels), kind, body);
       const PrimExpr first_oc = group_ * group_blocks_ * I(lanes_);
-      const PrimExpr count = arith::Min(group_blocks_ * I(lanes_), I(conv_.channels) - first_oc);
+      const PrimExpr count =
+          padded ? group_blocks_ * I(lanes_)
+                 : arith::Min(group_blocks_ * I(lanes_), I(conv_.channels) - first_oc);
       const PrimExpr j = arith::MakeVar("woj");
-      return Loop(j, count, kind, ir::Let(oc, first_oc + j, TileOutputs(t, oc, ty, tx, checked)));
+      return Loop(j, count, kind, ir::Let(oc, first_oc + j, body));
     };
-    Stmt tile = ir::IfThenElse(whole, over_channels(ForKind::kVectorized, false),
-                               over_channels(ForKind::kSerial, true));
-    tile = ir::Let(ty, arith::FloorDiv(t0_ + t, TilesW(conv_, m)),
-                   ir::Let(tx, arith::FloorMod(t0_ + t, TilesW(conv_, m)), tile));
-    return Loop(t, arith::Min(I(tiles_), Tiles(conv_, m) - t0_), ForKind::kSerial, tile);
+    Stmt transform = over_channels(ForKind::kVectorized, true, TransformTile(t, oc));
+    Stmt stores = ir::IfThenElse(
+        whole, over_channels(ForKind::kSerial, false, TileOutputs(oc, ty, tx, false)),
+        over_channels(ForKind::kSerial, false, TileOutputs(oc, ty, tx, true)));
+    Stmt tile = ir::Let(
+        ty, arith::FloorDiv(t0_ + t, TilesW(conv_, m)),
+        ir::Let(tx, arith::FloorMod(t0_ + t, TilesW(conv_, m)), ir::Seq({transform, stores})));
+    return ir::Allocate(
+        y_, Loop(t, arith::Min(I(tiles_), Tiles(conv_, m) - t0_), ForKind::kSerial, tile));
   }
 
-  // Y = A^T mm[.][t][oc] A of tile (ty, tx), each output finished by the epilogue; `checked`:
-  // only those inside the plane.
-  Stmt TileOutputs(const PrimExpr& t, const PrimExpr& oc, const PrimExpr& ty, const PrimExpr& tx,
-                   bool checked) const {
+  // y[i * m + j][oc] = (A^T mm[.][t][oc] A)[i, j].
+  Stmt TransformTile(const PrimExpr& t, const PrimExpr& oc) const {
     const int64_t m = alg_.m, a = alg_.a();
     std::vector<std::vector<PrimExpr>> rows(m, std::vector<PrimExpr>(a));  // A^T mm
     for (int64_t j = 0; j < a; ++j) {
@@ -572,9 +605,21 @@ class WinogradBuilder {
     std::vector<Stmt> stmts;
     for (int64_t i = 0; i < m; ++i) {
       std::vector<PrimExpr> y = Apply(alg_.at, m, rows[i]);
+      for (int64_t j = 0; j < m; ++j) stmts.push_back(ir::Store(y_, {I(i * m + j), oc}, y[j]));
+    }
+    return ir::Seq(stmts);
+  }
+
+  // The m x m outputs y[.][oc] of tile (ty, tx), each finished by the epilogue; `checked`:
+  // only those inside the plane.
+  Stmt TileOutputs(const PrimExpr& oc, const PrimExpr& ty, const PrimExpr& tx, bool checked) const {
+    const int64_t m = alg_.m;
+    std::vector<Stmt> stmts;
+    for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < m; ++j) {
         PrimExpr oh = ty * I(m) + I(i), ow = tx * I(m) + I(j);
-        Stmt out = Epilogue(oc, oh, ow, arith::Cast(conv_.acc_t, y[j]));
+        PrimExpr y = arith::Load(y_, {I(i * m + j), oc});
+        Stmt out = Epilogue(oc, oh, ow, arith::Cast(conv_.acc_t, y));
         PrimExpr inside;
         if (checked && i > 0 && MaybeRagged(conv_.out_h, m)) inside = Lt(oh, conv_.out_h);
         if (checked && j > 0 && MaybeRagged(conv_.out_w, m)) {
@@ -620,11 +665,14 @@ class WinogradBuilder {
       arith::MakeBuffer("w_wino", DataType::Float(32),
                         {I(alg_.positions()), I(channels_ / lanes_), I(conv_.cg), I(lanes_)});
   const Buffer v_ = arith::MakeBuffer("wino_v", DataType::Float(32),
-                                      {I(alg_.positions()), I(conv_.cg), I(tiles_)});
+                                      {I(alg_.positions()), I(tiles_), I(conv_.cg)});
   const Buffer mm_ = arith::MakeBuffer("wino_m", DataType::Float(32),
                                        {I(alg_.positions()), I(tiles_), I(channels_)});
   const Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(cols_), I(lanes_)});
-  const Buffer patch_ = arith::MakeBuffer("wino_d", DataType::Float(32), {I(alg_.positions())});
+  const Buffer patch_ =
+      arith::MakeBuffer("wino_d", DataType::Float(32), {I(alg_.positions()), I(conv_.cg)});
+  const Buffer y_ =
+      arith::MakeBuffer("wino_y", DataType::Float(32), {I(alg_.m * alg_.m), I(channels_)});
 };
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <string>
 #include <tuple>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/driver/driver.h"
 #include "compiler/driver/manifest.h"
@@ -180,6 +182,32 @@ TEST_P(ScheduleWinogradTest, OneBlockOfTilesSplitsItsOutputChannels) {
     EXPECT_EQ(traced.kernels.find(split) != std::string::npos, even_blocks) << "m=" << m << "\n"
                                                                             << traced.kernels;
   }
+}
+
+// The kernel's tensors (A0 the input, A3 the residual, out) are read and written a channel
+// at a time, one tile's row side by side: no vectorized loop touches them, since lanes over
+// channels or tiles of an NCHW tensor are gathers and scatters. The vectorized loops run over
+// the task's own buffers: the copied patches, the transforms, the GEMMs.
+TEST_P(ScheduleWinogradTest, VectorizedLoopsReadAndWriteOnlyTheTasksBuffers) {
+  const ConvCase conv = Cases()[1];  // with a residual
+  ASSERT_TRUE(conv.residual);
+  std::optional<schedule::SearchSpace> space = SpaceOf(conv, target(), rule());
+  ASSERT_TRUE(space.has_value());
+  TracedModel traced = CompileWithTrace(conv.Model(), target(), space->Default());
+  std::vector<std::string> lines = absl::StrSplit(traced.kernels, '\n');
+  int vectorized = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!absl::StrContains(lines[i], " vectorized {")) continue;
+    ++vectorized;
+    const size_t indent = lines[i].find_first_not_of(' ');
+    for (size_t j = i + 1; j < lines.size() && lines[j].find_first_not_of(' ') > indent; ++j) {
+      for (const char* tensor : {"A0[", "A3[", "out["}) {
+        EXPECT_FALSE(absl::StrContains(lines[j], tensor)) << "line " << j + 1 << ": " << lines[j];
+      }
+    }
+  }
+  // The input transform's, the GEMM's and the output transform's.
+  EXPECT_GE(vectorized, 3) << traced.kernels;
 }
 
 // Strided, 5x5, pointwise, run-time-weight convs and those of few input channels are not
