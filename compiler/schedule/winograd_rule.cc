@@ -22,8 +22,8 @@
 //       last moved back to end at T):
 //       acc[P][L] = sum over c of v[e][tile][c] * U[e][ocb][c][lane]; stored to mm
 //     for t < tiles in the block:
-//       y[.][oc] = A^T mm[.][t][oc] A, over vectors of group g's output channels
-//       for oc < M in group g: the epilogue stores each of the m x m outputs y[.][oc] inside
+//       y[i][oc][j] = (A^T mm[.][t][oc] A)[i, j], over vectors of group g's output channels
+//       for oc < M in group g: the epilogue stores each of the m x m outputs y[.][oc][.] inside
 //         the output plane
 //
 // acc is a register tile as in the conv rule (L = tile_vectors vectors of output channels
@@ -557,11 +557,12 @@ class WinogradBuilder {
 
   // Y = A^T mm[.][t][oc] A for the block's tiles, each output inside the plane finished by
   // the kernel's epilogue. Two loops a tile: the transform over vectors of this task's
-  // output channels into y[i * m + j][oc] (whole vectors, read and written in place), then
-  // the epilogue a channel at a time, storing each row's m outputs side by side. Transformed
-  // and stored in one loop over channels, the stores to NCHW did not vectorize, so the
-  // transform ran a channel at a time: 36% of a 64 -> 64 conv's samples on 56 x 56 with
-  // F(4x4) (bench/RESULTS.md, thirty-third round).
+  // output channels into y[i][oc][j], then the epilogue a channel at a time, each row's m
+  // outputs read and stored side by side. (y[i * m + j][oc], read a float at a time by the
+  // epilogue, measured 1.02-1.03x as long on resnet18.) Transformed and stored in one loop
+  // over channels, the stores to NCHW did not vectorize, so the transform ran a channel at a
+  // time: 36% of a 64 -> 64 conv's samples on 56 x 56 with F(4x4) (bench/RESULTS.md,
+  // thirty-third round).
   Stmt OutputTransform() const {
     const PrimExpr t = arith::MakeVar("wot"), oc = arith::MakeVar("woc");
     const PrimExpr ty = arith::MakeVar("wty"), tx = arith::MakeVar("wtx");
@@ -592,7 +593,7 @@ class WinogradBuilder {
         y_, Loop(t, arith::Min(I(tiles_), Tiles(conv_, m) - t0_), ForKind::kSerial, tile));
   }
 
-  // y[i * m + j][oc] = (A^T mm[.][t][oc] A)[i, j].
+  // y[i][oc][j] = (A^T mm[.][t][oc] A)[i, j].
   Stmt TransformTile(const PrimExpr& t, const PrimExpr& oc) const {
     const int64_t m = alg_.m, a = alg_.a();
     std::vector<std::vector<PrimExpr>> rows(m, std::vector<PrimExpr>(a));  // A^T mm
@@ -605,12 +606,12 @@ class WinogradBuilder {
     std::vector<Stmt> stmts;
     for (int64_t i = 0; i < m; ++i) {
       std::vector<PrimExpr> y = Apply(alg_.at, m, rows[i]);
-      for (int64_t j = 0; j < m; ++j) stmts.push_back(ir::Store(y_, {I(i * m + j), oc}, y[j]));
+      for (int64_t j = 0; j < m; ++j) stmts.push_back(ir::Store(y_, {I(i), oc, I(j)}, y[j]));
     }
     return ir::Seq(stmts);
   }
 
-  // The m x m outputs y[.][oc] of tile (ty, tx), each finished by the epilogue; `checked`:
+  // The m x m outputs y[.][oc][.] of tile (ty, tx), each finished by the epilogue; `checked`:
   // only those inside the plane.
   Stmt TileOutputs(const PrimExpr& oc, const PrimExpr& ty, const PrimExpr& tx, bool checked) const {
     const int64_t m = alg_.m;
@@ -618,7 +619,7 @@ class WinogradBuilder {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < m; ++j) {
         PrimExpr oh = ty * I(m) + I(i), ow = tx * I(m) + I(j);
-        PrimExpr y = arith::Load(y_, {I(i * m + j), oc});
+        PrimExpr y = arith::Load(y_, {I(i), oc, I(j)});
         Stmt out = Epilogue(oc, oh, ow, arith::Cast(conv_.acc_t, y));
         PrimExpr inside;
         if (checked && i > 0 && MaybeRagged(conv_.out_h, m)) inside = Lt(oh, conv_.out_h);
@@ -672,7 +673,7 @@ class WinogradBuilder {
   const Buffer patch_ =
       arith::MakeBuffer("wino_d", DataType::Float(32), {I(alg_.positions()), I(conv_.cg)});
   const Buffer y_ =
-      arith::MakeBuffer("wino_y", DataType::Float(32), {I(alg_.m * alg_.m), I(channels_)});
+      arith::MakeBuffer("wino_y", DataType::Float(32), {I(alg_.m), I(channels_), I(alg_.m)});
 };
 
 }  // namespace
