@@ -56,7 +56,8 @@ using ir::StmtKind;
 using ir::StmtNode;
 
 // Each task-local buffer (the transformed input, the GEMMs' output) stays within this; the
-// two together within the ~1 MiB the rule may take on a thread's stack.
+// two together within the ~1 MiB the rule may take on a thread's stack. The other two are
+// smaller: a tile's patches (a^2 C, of v's a^2 T C) and outputs (m^2 M, of mm's a^2 T M).
 constexpr int64_t kMaxLocalBytes = int64_t{512} << 10;
 // Fewer input channels leave each of the 16 GEMMs a reduction too short to pay for the
 // transforms (a network's first conv, over 3 colour channels, among them).
@@ -529,7 +530,7 @@ class WinogradBuilder {
     return ir::Allocate(patch_, Loop(t, I(tiles_), ForKind::kSerial, one));
   }
 
-  // mm[e][t][oc] = sum over c of U[e][oc][c] * v[e][c][t], in register tiles of P tiles by L
+  // mm[e][t][oc] = sum over c of U[e][oc][c] * v[e][t][c], in register tiles of P tiles by L
   // output channels; the last tile moves back to end at T (the same values again).
   Stmt Gemms() const {
     const PrimExpr e = arith::MakeVar("we"), ocb = arith::MakeVar("wocb");
