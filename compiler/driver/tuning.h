@@ -32,8 +32,9 @@ namespace kiln::driver {
 // gone (records that ran a block at a time, slow on two threads, are retuned). 11: the matmul
 // rule's pack_b knob (a pointwise conv reads its input plane in place by default). 12: the
 // conv row form's channel_lanes (a depthwise conv with channels in the vector lanes). 13:
-// the Winograd rule F(4x4, 3x3), "winograd4", beside F(2x2, 3x3).
-inline constexpr int kTuningSpaceVersion = 13;
+// the Winograd rule F(4x4, 3x3), "winograd4", beside F(2x2, 3x3). 14: the conv tiler's
+// column-lanes form (column_channels, column_vectors) for convs of few taps.
+inline constexpr int kTuningSpaceVersion = 14;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

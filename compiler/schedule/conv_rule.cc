@@ -26,12 +26,13 @@
 // does, on one thread whatever the thread count.
 //
 // Pointwise convs take the matmul rule instead (PointwiseConv), or the tiler where their
-// trace says so (ConvSpaces has both), and convs the tiler does not
-// take (depthwise, small groups) the row form (RowConv), or its plane form, or for a depthwise
-// conv on a narrow plane, channels in the vector lanes (LaneConv). The tile's
-// shape, the input-channel blocks and the row form's parallel split are knobs (ConvKnobs,
-// ConvSpaces), at the values described here by default, except that with weights packed at
-// compile time the (ocb, oh) pairs form one parallel loop (always: see Build).
+// trace says so (ConvSpaces has both), and convs the tiler does not take (depthwise, small
+// groups) the row form (RowConv), or its plane form, or for a depthwise conv on a narrow plane,
+// channels in the vector lanes (LaneConv). A conv of few taps (a stem's) takes output columns
+// in the vector lanes instead (ColumnConv), where the tiler would store through a transpose.
+// The tile's shape, the input-channel blocks and the row form's parallel split are knobs
+// (ConvKnobs, ConvSpaces), at the values described here by default, except that with weights
+// packed at compile time the (ocb, oh) pairs form one parallel loop (always: see Build).
 #include "compiler/schedule/conv_rule.h"
 
 #include <cmath>
@@ -72,6 +73,8 @@ constexpr int64_t kPlaneFloats = 8192;
 // The channel-lanes form's padded plane of a block of channels: 64 KiB, 29 x 29 positions of
 // 16 lanes (a stride-2 conv from 28 x 28).
 constexpr int64_t kLaneFloats = 16384;
+// The column-lanes form's input rows of one output row: 32 KiB, in L1.
+constexpr int64_t kColumnRowFloats = 8192;
 // How far ahead (in rows of packed weights, one per tap and channel) the tiler prefetches
 // weights packed at compile time: 8 KiB at two 16-lane vectors per row.
 constexpr int64_t kPrefetchTaps = 64;
@@ -298,6 +301,11 @@ int64_t VectorLanes(const ir::Target& target) { return std::max(4, target.vector
 //  - channel_lanes: for a depthwise conv of whole blocks of vector-wide channels, the
 //    channel-lanes form (LaneConv), by default on rows at most half a vector wide; read in
 //    ScheduleConv, which knows the conv.
+// The column-lanes form's (ColumnConv), for a conv the tiler takes:
+//  - column_channels (T): output channels per register tile; 0 leaves the conv to the tiler.
+//    By default a quarter of the vector registers for a conv of few taps that is no pointwise
+//    one (ColumnChannelsByDefault); read in ScheduleConv.
+//  - column_vectors: vectors of output columns per register tile.
 struct ConvKnobs {
   int64_t tile_cols = 6;
   int64_t tile_vectors = 2;
@@ -307,6 +315,8 @@ struct ConvKnobs {
   int64_t row_vectors = 2;
   bool parallel_rows = false;
   bool plane = true;
+  int64_t column_channels = 0;
+  int64_t column_vectors = 2;
 };
 
 // Values past these only spill registers or unroll without end; a trace that asks for them
@@ -314,6 +324,7 @@ struct ConvKnobs {
 constexpr int64_t kMaxKnobTileColumns = 32;
 constexpr int64_t kMaxKnobVectors = 8;
 constexpr int64_t kMaxKnobTileRows = 8;
+constexpr int64_t kMaxKnobColumnChannels = 32;
 
 int64_t InRange(int64_t value, int64_t max, int64_t fallback) {
   return value >= 1 && value <= max ? value : fallback;
@@ -340,6 +351,7 @@ ConvKnobs KnobsOf(const Trace& trace, const ir::Target& target, const PrimExpr& 
   k.row_vectors = InRange(t.Get("row_vectors", 2), kMaxKnobVectors, 2);
   k.parallel_rows = t.Get("parallel_rows", 0) != 0;
   k.plane = t.Get("plane", 1) != 0;
+  k.column_vectors = InRange(t.Get("column_vectors", 2), kMaxKnobVectors, 2);
   return k;
 }
 
@@ -1775,6 +1787,183 @@ class LaneConv {
   Buffer pad_ = arith::MakeBuffer("pad", DataType::Float(32), {I(kLaneFloats)});
 };
 
+// The column-lanes form, for a dense conv of few taps (mobilenet_v2's stem: 3 -> 32 channels,
+// 3x3 at stride 2): output columns in the vector lanes, and a register tile of T output
+// channels x V vectors of columns, so that each vector of input serves T channels. The tiler
+// keeps output channels in its lanes, so its tiles leave through a transpose to NCHW (a gather
+// per channel); with 27 taps that transpose costs as much as the multiply-adds. Here the lanes
+// are stored as they are. Each output row first copies its input rows into `rows`, zero where
+// the taps reach past the input, and split by phase for a column stride s (phase p holds the
+// input columns j * s + p), so that every tap reads whole vectors at consecutive columns:
+//
+//   for n
+//     for oh (parallel)
+//       rows[c, kh, p][j] = x[n, c, ih(oh, kh), (j + f0) * s + p], zero outside the input
+//       for ocb (blocks of T output channels), owt (tiles of V * lanes columns, the last
+//       moved back to end at the row's end)
+//         acc[t][lane] = sum over c, kh, kw of
+//                        rows[c, kh, p(kw)][col + f(kw) - f0] * w[m_t, c, kh, kw]
+//         epilogue(acc[t][lane]) stored to out[n, m_t, oh, col]      (col = ow0 + lane)
+//
+// where tap kw reads input column col * s + q(kw), q = kw * dilation + base = f * s + p. Each
+// output element sums its products in (c, kh, kw) order.
+class ColumnConv {
+ public:
+  ColumnConv(const Conv& conv, const ir::Target& target, const ConvKnobs& knobs)
+      : conv_(conv),
+        tile_channels_(knobs.column_channels),
+        tile_cols_(knobs.column_vectors * VectorLanes(target)) {
+    takes_ = Matches();
+  }
+
+  // Whether the form takes the conv: a register tile asked for, one group, constant channel
+  // counts, affine rows and columns.
+  bool Takes() const { return takes_; }
+
+  // The form where `rows` holds the row's input rows and the row holds a whole tile, `other`
+  // elsewhere.
+  Stmt Build(Stmt other) const {
+    PrimExpr fits =
+        And(Le(I(RowCount()) * RowLength(), I(kColumnRowFloats)), Le(I(tile_cols_), conv_.width));
+    Stmt row = ir::Allocate(rows_, ir::Seq({Fill(), Blocks()}));
+    Stmt all = Loop(conv_.n, conv_.batch, ForKind::kSerial,
+                    Loop(conv_.oh, conv_.height, ForKind::kParallel, std::move(row)));
+    return ir::IfThenElse(fits, std::move(all), std::move(other));
+  }
+
+ private:
+  bool Matches() {
+    if (tile_channels_ < 1 || conv_.cg * conv_.taps_h * conv_.taps_w > kMaxUnrolledTaps ||
+        conv_.channels->kind != ExprKind::kIntImm || conv_.x->shape[1]->kind != ExprKind::kIntImm ||
+        conv_.x->shape[1]->int_value != conv_.cg) {
+      return false;
+    }
+    arith::Analyzer analyzer;
+    if (!IsVar(analyzer.Simplify(conv_.x_indices[1]), conv_.c)) return false;
+    row_axis_ = AffineAxisOf(conv_.x_indices[2], conv_.oh, conv_.kh);
+    col_axis_ = AffineAxisOf(conv_.x_indices[3], conv_.ow, conv_.kw);
+    return row_axis_ && col_axis_;
+  }
+
+  int64_t Stride() const { return col_axis_->stride; }
+  // Tap kw reads input column ow * s + Q(kw), Q = F * s + P with 0 <= P < s.
+  int64_t Q(int64_t kw) const { return kw * col_axis_->dilation + col_axis_->base; }
+  int64_t F(int64_t kw) const { return FloorDivConst(Q(kw), Stride()); }
+  int64_t P(int64_t kw) const { return Q(kw) - F(kw) * Stride(); }
+  // rows[c, kh, p] spans j in [0, W + F(last) - F(0)), input column (j + F(0)) * s + p.
+  PrimExpr RowLength() const { return conv_.width + I(F(conv_.taps_w - 1) - F(0)); }
+  int64_t RowCount() const { return conv_.cg * conv_.taps_h * Stride(); }
+  PrimExpr RowAt(const PrimExpr& c, const PrimExpr& kh, int64_t p, const PrimExpr& j) const {
+    return ((c * I(conv_.taps_h) + kh) * I(Stride()) + I(p)) * RowLength() + j;
+  }
+  static int64_t FloorDivConst(int64_t a, int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+  }
+
+  // rows for every (c, kh): the input row's phases where it lies inside the input (the
+  // columns every phase holds inside it copied as vectors, the others one at a time, zero
+  // past the input), zero where it does not.
+  Stmt Fill() const {
+    const int64_t s = Stride();
+    PrimExpr ih =
+        conv_.oh * I(row_axis_->stride) + kh_ * I(row_axis_->dilation) + I(row_axis_->base);
+    PrimExpr in_w = conv_.x->shape[3];
+    auto x_at = [&](const PrimExpr& col) { return arith::Load(conv_.x, {conv_.n, c_, ih, col}); };
+    auto column = [&](int64_t p) { return (j_ + I(F(0))) * I(s) + I(p); };
+    // Every phase's column lies inside for j in [lo, hi).
+    PrimExpr lo = I(std::max<int64_t>(0, -F(0)));
+    PrimExpr hi = arith::Max(lo, arith::Min(RowLength(), arith::FloorDiv(in_w, I(s)) - I(F(0))));
+    std::vector<Stmt> inside, edge, zero;
+    for (int64_t p = 0; p < s; ++p) {
+      PrimExpr at = RowAt(c_, kh_, p, j_);
+      inside.push_back(ir::Store(rows_, {at}, x_at(column(p))));
+      PrimExpr in = And(Le(I(0), column(p)), Lt(column(p), in_w));
+      edge.push_back(ir::IfThenElse(in, ir::Store(rows_, {at}, x_at(column(p))),
+                                    ir::Store(rows_, {at}, arith::FloatImm(0))));
+      zero.push_back(ir::Store(rows_, {at}, arith::FloatImm(0)));
+    }
+    Stmt copy = ir::Seq({
+        ir::For(j_, I(0), lo, ForKind::kSerial, ir::Seq(edge)),
+        ir::For(j_, lo, hi - lo, ForKind::kVectorized, ir::Seq(inside)),
+        ir::For(j_, hi, RowLength() - hi, ForKind::kSerial, ir::Seq(edge)),
+    });
+    PrimExpr row_inside = And(Le(I(0), ih), Lt(ih, conv_.x->shape[2]));
+    Stmt row = ir::IfThenElse(row_inside, copy,
+                              Loop(j_, RowLength(), ForKind::kVectorized, ir::Seq(zero)));
+    return Loop(c_, I(conv_.cg), ForKind::kSerial,
+                Loop(kh_, I(conv_.taps_h), ForKind::kSerial, row));
+  }
+
+  // Output channel t of block ocb, the last block's past M clamped to M - 1 (the same values
+  // stored again).
+  PrimExpr Channel(int64_t t) const {
+    return arith::Min(ocb_ * I(tile_channels_) + I(t), conv_.channels - I(1));
+  }
+  PrimExpr AccAt(int64_t t) const { return I(t * tile_cols_) + lane_; }
+  Stmt OverLanes(Stmt body) const { return Loop(lane_, I(tile_cols_), ForKind::kVectorized, body); }
+
+  Stmt Blocks() const {
+    PrimExpr first = arith::Min(owt_ * I(tile_cols_), conv_.width - I(tile_cols_));
+    Stmt tile = ir::Let(ow0_, first, ir::Allocate(acc_, ir::Seq({Zero(), Taps(), Epilogue()})));
+    return Loop(ocb_, CeilDiv(conv_.channels, tile_channels_), ForKind::kSerial,
+                Loop(owt_, CeilDiv(conv_.width, tile_cols_), ForKind::kSerial, tile));
+  }
+  Stmt Zero() const {
+    std::vector<Stmt> zero;
+    for (int64_t t = 0; t < tile_channels_; ++t) {
+      zero.push_back(ir::Store(acc_, {AccAt(t)}, arith::FloatImm(0)));
+    }
+    return OverLanes(ir::Seq(zero));
+  }
+  // for c, kh: for kw (unrolled): for lane: for t (unrolled): acc[t][lane] += x * w
+  Stmt Taps() const {
+    std::vector<Stmt> taps;
+    for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
+      PrimExpr x = arith::Load(rows_, {RowAt(c_, kh_, P(kw), ow0_ + lane_ + I(F(kw) - F(0)))});
+      std::vector<Stmt> channels;
+      for (int64_t t = 0; t < tile_channels_; ++t) {
+        PrimExpr w = arith::Load(conv_.w, {Channel(t), c_, kh_, I(kw)});
+        channels.push_back(ir::Store(acc_, {AccAt(t)}, arith::Load(acc_, {AccAt(t)}) + x * w));
+      }
+      taps.push_back(OverLanes(ir::Seq(channels)));
+    }
+    return Loop(c_, I(conv_.cg), ForKind::kSerial,
+                Loop(kh_, I(conv_.taps_h), ForKind::kSerial, ir::Seq(taps)));
+  }
+  Stmt Epilogue() const {
+    std::vector<Stmt> channels;
+    for (int64_t t = 0; t < tile_channels_; ++t) {
+      PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, {AccAt(t)}));
+      channels.push_back(
+          ir::Let(conv_.m, Channel(t), ConvEpilogue(conv_, conv_.oh, ow0_ + lane_, sum)));
+    }
+    return OverLanes(ir::Seq(channels));
+  }
+
+  const Conv& conv_;
+  const int64_t tile_channels_;  // T
+  const int64_t tile_cols_;      // V * lanes
+  bool takes_ = false;
+  std::optional<AffineAxis> row_axis_, col_axis_;
+  PrimExpr c_ = arith::MakeVar("c"), kh_ = arith::MakeVar("kh"), j_ = arith::MakeVar("j");
+  PrimExpr ocb_ = arith::MakeVar("ocb"), owt_ = arith::MakeVar("owt");
+  PrimExpr ow0_ = arith::MakeVar("ow0"), lane_ = arith::MakeVar("lane");
+  Buffer rows_ = arith::MakeBuffer("rows", DataType::Float(32), {I(kColumnRowFloats)});
+  Buffer acc_ = arith::MakeBuffer("acc", DataType::Float(32), {I(tile_channels_ * tile_cols_)});
+};
+
+// The column-lanes form's channels per tile by default: a quarter of the vector registers
+// (tiles of 2 vectors of columns) for a conv of few taps, where the tiler's transpose costs as
+// much as its multiply-adds (mobilenet_v2's stem, 27 taps: 0.59x the tiler's time alone);
+// none for a pointwise conv (a matmul by default) or one of more taps (resnet18's stem, 147
+// taps: 2.3x the tiler's time).
+int64_t ColumnChannelsByDefault(const Conv& conv, const ir::Target& target) {
+  if (conv.taps_h * conv.taps_w == 1 || conv.cg * conv.taps_h * conv.taps_w > kMaxUnrolledTaps) {
+    return 0;
+  }
+  return target.VectorRegisters() / 4;
+}
+
 }  // namespace
 
 namespace {
@@ -1869,7 +2058,19 @@ std::optional<ScheduledKernel> ScheduleConv(const Stmt& body, const ir::Target& 
   ConvKnobs knobs = KnobsOf(trace, target, conv->width);
   ConvTiler tiler(*conv, target, constant_of ? constant_of(conv->w) : nullptr, knobs);
   std::optional<Stmt> tiled = tiler.Build();
-  if (tiled) return ScheduledKernel{*tiled, tiler.Packed()};
+  if (tiled) {
+    const int64_t by_default = ColumnChannelsByDefault(*conv, target);
+    knobs.column_channels =
+        trace.rule == "conv" ? trace.Get("column_channels", by_default) : by_default;
+    knobs.column_channels = std::clamp<int64_t>(knobs.column_channels, 0, kMaxKnobColumnChannels);
+    ColumnConv columns(*conv, target, knobs);
+    if (columns.Takes()) {
+      // The other form reads the kernel's own weights (the columns' do), packing them per call.
+      std::optional<Stmt> other = ConvTiler(*conv, target, nullptr, knobs).Build();
+      if (other) return ScheduledKernel{columns.Build(*other), std::nullopt};
+    }
+    return ScheduledKernel{*tiled, tiler.Packed()};
+  }
   if (m) return TileMatmul(*m, target, constant_of, Trace{});
   const ir::NDArray* weights = constant_of ? constant_of(conv->w) : nullptr;
   std::optional<Stmt> row = RowConv(*conv, target, weights, knobs).Build();
@@ -1907,11 +2108,18 @@ SearchSpace TilerSpace(const Conv& conv, const ir::Target& target, const ir::NDA
   // One vector of output channels leaves registers for up to regs - 2 columns.
   auto fits = [&](int64_t cols) { return cols <= target.VectorRegisters() - 2; };
   auto splits = [&](int64_t block) { return block < conv.cg && conv.cg % block == 0; };
-  return {"conv",
-          {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
-           {"tile_vectors", Choices(2, {1, 4}, takes)},
-           {"tile_rows", {1, 2}},
-           {"channel_block", Choices(0, {16, 32, 64, 8}, splits)}}};
+  SearchSpace space = {"conv",
+                       {{"tile_cols", Choices(knobs.tile_cols, {4, 6, 8, 2, 12, 14}, fits)},
+                        {"tile_vectors", Choices(2, {1, 4}, takes)},
+                        {"tile_rows", {1, 2}},
+                        {"channel_block", Choices(0, {16, 32, 64, 8}, splits)}}};
+  knobs.column_channels = ColumnChannelsByDefault(conv, target);
+  if (ColumnConv(conv, target, knobs).Takes()) {
+    auto any = [](int64_t) { return true; };
+    space.knobs.push_back({"column_channels", Choices(knobs.column_channels, {0, 4, 8, 16}, any)});
+    space.knobs.push_back({"column_vectors", {2, 1, 3}});
+  }
+  return space;
 }
 
 // The row form's knobs: whether few taps are unrolled, the register tile's width, the

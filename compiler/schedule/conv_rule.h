@@ -25,7 +25,8 @@ std::optional<ScheduledKernel> ScheduleConv(const ir::Stmt& body, const ir::Targ
                                             const Trace& trace = {});
 
 // The conv rule's spaces for the kernel, rule "conv": for the tiler, the register tile's
-// columns, rows and output-channel vectors, the input-channel block and the parallel split;
+// columns, rows and output-channel vectors, the input-channel block and the parallel split,
+// and for a conv of few taps the column-lanes form's tile of output channels and columns;
 // for the row form (depthwise), whether few taps are unrolled, the register tile's width,
 // the parallel split, with constant finite weights and a column stride of 1 the plane form,
 // and for a depthwise conv of whole blocks of channels, channels in the vector lanes. The space is
