@@ -203,12 +203,18 @@ std::vector<ConvCase> Cases() {
   };
 }
 
-// The model of case `name` of Cases().
-std::string ModelOf(const std::string& name) {
+// Case `name` of Cases().
+ConvCase CaseOf(const std::string& name) {
   const std::vector<ConvCase> cases = Cases();
   auto it = std::find_if(cases.begin(), cases.end(), [&](const auto& c) { return c.name == name; });
   EXPECT_NE(it, cases.end()) << name;
-  return it == cases.end() ? std::string() : it->Model();
+  return it == cases.end() ? ConvCase{} : *it;
+}
+
+// The model of case `name` of Cases().
+std::string ModelOf(const std::string& name) {
+  ConvCase conv = CaseOf(name);
+  return conv.name.empty() ? std::string() : conv.Model();
 }
 
 class ScheduleConvTest : public ::testing::TestWithParam<std::string> {};
@@ -776,14 +782,7 @@ std::vector<ConvCase> TunedCases() {
        .group = 16,
        .pads = {2, 1, 1, 3}},
       // Few taps: the column-lanes form by default, its knobs beside the tiler's.
-      {.name = "column_stem_stride2",
-       .c = 3,
-       .m = 19,
-       .h = 9,
-       .w = 70,
-       .k = 3,
-       .stride = 2,
-       .pads = {1, 1, 1, 1}},
+      CaseOf("column_stem_stride2"),
       // Deep enough that both rules prefetch the input ahead (past its last channel at the
       // end); otherwise 1x1_residual.
       {.name = "1x1_deep", .c = 72, .m = 44, .h = 6, .w = 9, .k = 1, .residual = true},
