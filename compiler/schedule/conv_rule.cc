@@ -1930,14 +1930,17 @@ class ColumnConv {
     return Loop(c_, I(conv_.cg), ForKind::kSerial,
                 Loop(kh_, I(conv_.taps_h), ForKind::kSerial, ir::Seq(taps)));
   }
+  // A loop per channel: in one loop the T channels' stores (a plane apart, and the same where
+  // the last block is clamped) took LLVM's runtime alias checks, whose scalar fallback indexes
+  // acc by a variable, and acc then stayed in memory instead of registers.
   Stmt Epilogue() const {
     std::vector<Stmt> channels;
     for (int64_t t = 0; t < tile_channels_; ++t) {
       PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(acc_, {AccAt(t)}));
-      channels.push_back(
-          ir::Let(conv_.m, Channel(t), ConvEpilogue(conv_, conv_.oh, ow0_ + lane_, sum)));
+      channels.push_back(OverLanes(
+          ir::Let(conv_.m, Channel(t), ConvEpilogue(conv_, conv_.oh, ow0_ + lane_, sum))));
     }
-    return OverLanes(ir::Seq(channels));
+    return ir::Seq(channels);
   }
 
   const Conv& conv_;
@@ -1954,9 +1957,10 @@ class ColumnConv {
 
 // The column-lanes form's channels per tile by default: a quarter of the vector registers
 // (tiles of 2 vectors of columns) for a conv of few taps, where the tiler's transpose costs as
-// much as its multiply-adds (mobilenet_v2's stem, 27 taps: 0.59x the tiler's time alone);
-// none for a pointwise conv (a matmul by default) or one of more taps (resnet18's stem, 147
-// taps: 2.3x the tiler's time).
+// much as its multiply-adds (mobilenet_v2's stem, 27 taps: about 0.55x the tiler's time
+// alone); none for a pointwise conv (a matmul by default) or one of more taps, where the
+// transpose is paid once for many multiply-adds (resnet18's stem, 147 taps: 0.93-0.96x the
+// tiler's time alone, not yet measured in the model).
 int64_t ColumnChannelsByDefault(const Conv& conv, const ir::Target& target) {
   if (conv.taps_h * conv.taps_w == 1 || conv.cg * conv.taps_h * conv.taps_w > kMaxUnrolledTaps) {
     return 0;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "compiler/codegen/codegen.h"
@@ -657,27 +658,43 @@ TEST_P(ScheduleConvTest, PointwiseWeightsArePackedAtCompileTimeWhereTheTilerPack
   EXPECT_NE(kernels.find("alloc packed_b"), std::string::npos) << kernels;
 }
 
+// Every outlined parallel body (`define ... @fused_conv_relu_0.parallel0(...)`) of the kernels
+// of `onnx`: its stack buffers are among `allowed`, and LLVM needed no run-time overlap checks
+// between buffers to vectorize it.
+void ExpectParallelBodiesKeepOnly(const std::string& onnx, const std::string& target,
+                                  const std::set<std::string>& allowed) {
+  std::string text = KernelsLLVMText(onnx, target);
+  int bodies = 0;
+  for (size_t begin = text.find("\ndefine "); begin != std::string::npos;
+       begin = text.find("\ndefine ", begin + 1)) {
+    if (text.substr(begin, text.find('\n', begin + 1) - begin).find(".parallel") ==
+        std::string::npos) {
+      continue;
+    }
+    ++bodies;
+    std::string body = text.substr(begin, text.find("\n}\n", begin) - begin);
+    std::regex stack_buffer(R"(%(\w+) = alloca)");
+    for (auto it = std::sregex_iterator(body.begin(), body.end(), stack_buffer);
+         it != std::sregex_iterator(); ++it) {
+      EXPECT_TRUE(allowed.contains((*it)[1].str())) << (*it)[1].str() << " in " << body;
+    }
+    EXPECT_EQ(body.find("found.conflict"), std::string::npos) << body;
+  }
+  EXPECT_GT(bodies, 0) << text;
+}
+
 // The register tile lives in registers: the optimized kernel keeps no stack buffer in its
-// parallel body, and LLVM needed no run-time overlap checks between buffers to vectorize.
+// parallel body but a staged epilogue's (StagedEpiloguesGatherEachChannelsColumns).
 TEST_P(ScheduleConvTest, TiledConvKeepsItsAccumulatorsInRegisters) {
-  std::string text = KernelsLLVMText(Cases()[0].Model(), GetParam());
-  // The outlined parallel body: `define ... @fused_conv_relu_0.parallel0(...)`.
-  size_t begin = text.find("\ndefine ");
-  while (begin != std::string::npos &&
-         text.substr(begin, text.find('\n', begin + 1) - begin).find(".parallel") ==
-             std::string::npos) {
-    begin = text.find("\ndefine ", begin + 1);
-  }
-  ASSERT_NE(begin, std::string::npos) << text;
-  std::string body = text.substr(begin, text.find("\n}\n", begin) - begin);
-  EXPECT_NE(body.find("fused_conv"), std::string::npos) << body;
-  // The one stack buffer may be a staged epilogue's (StagedEpiloguesGatherEachChannelsColumns).
-  std::regex stack_buffer(R"(%(\w+) = alloca)");
-  for (auto it = std::sregex_iterator(body.begin(), body.end(), stack_buffer);
-       it != std::sregex_iterator(); ++it) {
-    EXPECT_EQ((*it)[1].str(), "stage") << body;
-  }
-  EXPECT_EQ(body.find("found.conflict"), std::string::npos) << body;
+  ExpectParallelBodiesKeepOnly(Cases()[0].Model(), GetParam(), {"stage"});
+}
+
+// So does the column-lanes form's, beside its input rows (and the staged epilogue of the
+// tiler it falls back to). With its T channels' stores in one vector loop, LLVM checked them
+// for overlap at run time, and the scalar loop it kept for an overlap read acc at a variable
+// index: acc stayed on the stack, and resnet18's stem took 3.2 ms in this form, not 1.3.
+TEST_P(ScheduleConvTest, ColumnLanesFormKeepsItsAccumulatorsInRegisters) {
+  ExpectParallelBodiesKeepOnly(ModelOf("column_stem_stride2"), GetParam(), {"stage", "rows"});
 }
 
 TEST_P(ScheduleConvTest, ConvsMatchTheInterpreterOnOneAndThreeThreads) {
