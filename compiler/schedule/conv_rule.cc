@@ -1055,14 +1055,18 @@ Stmt ConvEpilogue(const Conv& conv, const PrimExpr& oh, const PrimExpr& ow, cons
 // vectors, sums[q]; the columns between one output row's end and the next one's start are
 // computed and dropped. The rows then take their sums from sums[] in their own tiles.
 //
-// Where the input plane is the output plane (stride 1, "same" padding) and the epilogue's
-// operands lie on it too, such a plane is summed flattened whole instead (FlatPlane), with no
-// padded columns: position p = oh * W + ow reads tap (kh, kw) at p + (kh * dh + bh) * W + d,
-// d = kw * dw + bw, in a copy of the plane with zero rows before and after it. A tap d columns
-// to the side would wrap into the previous or next row at a row's end; in its copy the columns
-// only such a read reaches (the last -d, or the first d) are zero. The epilogue then runs on
-// whole vectors of positions, out[n, m, 0, p], and no row is stored in narrow tiles (mobilenet_v2,
-// untuned, one thread: 0.95x the time; its depthwise convs on 14 x 14 and 7 x 7 planes).
+// Where the input plane is the output plane (stride 1, "same" padding), the epilogue's operands
+// lie on it too and the copies below fit in L1, a plane of any width is summed flattened whole
+// instead (FlatPlane), with no padded columns: position p = oh * W + ow reads tap (kh, kw) at
+// p + (kh * dh + bh) * W + d, d = kw * dw + bw, in a copy of the plane with zero rows before
+// and after it. A tap d columns to the side would wrap into the previous or next row at a row's
+// end; in its copy the columns only such a read reaches (the last -d, or the first d) are zero.
+// The epilogue then runs on whole vectors of positions, out[n, m, 0, p], and no row is stored in
+// narrow tiles (mobilenet_v2, untuned, one thread: 0.95x the time; its depthwise convs on 14 x
+// 14 and 7 x 7 planes). On 28 x 28 (192 channels) the rows' tiles of 16 + 8 + 4 columns took
+// 1.7x the flat form's time. (In bands of rows, planes too large for L1 lost in the model: 144
+// channels of 56 x 56, the input and output cold, took 1.5x the row form's time there, though
+// half of it warm.)
 //
 // Each element sums its (c, kh, kw) products in order in every form.
 class RowConv {
@@ -1400,8 +1404,16 @@ class RowConv {
                         ir::Let(pad_rows_, pad_rows, Loop(band_, bands, ForKind::kSerial, band))));
     Stmt rows = Loop(conv_.oh, conv_.height, ForKind::kSerial, std::move(row));
     Stmt channel = ir::IfThenElse(fits, ir::Allocate(pad_, ir::Allocate(sums_, plane)), rows);
-    if (flat_)
-      channel = ir::IfThenElse(FlatFits(), ir::Allocate(flat_plane_, FlatPlane()), channel);
+    if (flat_) {
+      // Decided here where the plane's size is a constant.
+      PrimExpr flat_fits = arith::Analyzer().Simplify(FlatFits());
+      Stmt flat = ir::Allocate(flat_plane_, FlatPlane());
+      if (flat_fits->kind != ExprKind::kIntImm) {
+        channel = ir::IfThenElse(flat_fits, flat, channel);
+      } else if (flat_fits->int_value != 0) {
+        channel = flat;
+      }
+    }
     return Loop(conv_.n, conv_.batch, ForKind::kSerial,
                 Loop(conv_.m, conv_.channels, ForKind::kParallel, channel));
   }
@@ -1416,23 +1428,26 @@ class RowConv {
   }
   PrimExpr Front() const { return arith::Max(I(0), I(0) - Offset(0, 0)); }
   PrimExpr Back() const { return arith::Max(I(0), Offset(conv_.taps_h - 1, conv_.taps_w - 1)); }
-  PrimExpr CopySize() const { return Front() + Plane() + Back(); }
+  // Each copy starts on a cache line, and so does its position 0: split, the copies' stores
+  // cost 384 channels of 14 x 14 1.05x the time.
+  PrimExpr FlatFront() const { return CeilDiv(Front(), kLineFloats) * I(kLineFloats); }
+  PrimExpr CopySize() const {
+    return CeilDiv(FlatFront() + Plane() + Back(), kLineFloats) * I(kLineFloats);
+  }
 
-  // Rows narrower than a vector (the band form's rows would take narrower tiles), copies of
-  // every tap column's (taps_w per channel) in flat_plane_, and every column offset within a
-  // row (a wrapped read lands in the next or previous row).
+  // Copies of every tap column's (taps_w per channel) in flat_plane_, and every column offset
+  // within a row (a wrapped read lands in the next or previous row).
   PrimExpr FlatFits() const {
     int64_t widest = 0;
     for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
       widest = std::max(widest, std::abs(ColumnOffset(kw)));
     }
     PrimExpr copies = I(conv_.taps_w * conv_.cg) * CopySize();
-    return And(And(Lt(conv_.width, I(vector_lanes_)), Lt(I(widest), conv_.width)),
-               Le(copies, I(kPlaneFloats)));
+    return And(Lt(I(widest), conv_.width), Le(copies, I(kPlaneFloats)));
   }
 
   // flat_plane_[kw, c, j]: position j of channel c's copy for tap column kw, j in [-front,
-  // Plane() + Back()).
+  // copy_size - front).
   std::vector<PrimExpr> FlatAt(int64_t kw, int64_t c, const PrimExpr& j) const {
     return {I(kw * conv_.cg + c) * copy_size_ + front_ + j};
   }
@@ -1453,7 +1468,7 @@ class RowConv {
       return EpilogueAt(I(0), p, arith::Cast(conv_.acc_t, sum));
     };
     Stmt plane = ir::Seq({FillFlat(), UnrolledTiles(I(0), Plane(), position)});
-    return ir::Let(front_, Front(), ir::Let(copy_size_, CopySize(), plane));
+    return ir::Let(front_, FlatFront(), ir::Let(copy_size_, CopySize(), plane));
   }
 
   // Each copy: the plane (x[n, ch, 0, j] is position j), zero rows before and after it, and

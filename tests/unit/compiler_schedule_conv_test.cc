@@ -192,6 +192,17 @@ std::vector<ConvCase> Cases() {
        .k = 3,
        .group = 3,
        .pads = {1, 1, 1, 1}},
+      // The plane form's flat positions on rows wider than a vector, two columns wrapped at
+      // each end of a row, the residual read at each position.
+      {.name = "depthwise_5x5_wide_flat_plane",
+       .c = 5,
+       .m = 5,
+       .h = 13,
+       .w = 37,
+       .k = 5,
+       .group = 5,
+       .pads = {2, 2, 2, 2},
+       .residual = true},
       // Every row and column near an edge: taps checked one by one on most of the plane.
       {.name = "depthwise_5x5_small_plane",
        .c = 6,
@@ -509,14 +520,14 @@ TEST_P(ScheduleConvTest, NarrowDepthwiseRowsTakeThePlaneForm) {
   EXPECT_EQ(kernels.find(plane), std::string::npos);
 }
 
-// A plane form's rows narrower than a vector are summed flattened, in tiles of whole vectors.
-// Where the input plane is the output plane (padding 1 on a 3x3), the plane's positions are:
-// 7 x 7 is one run of 49, every tap read from a copy of the plane with zero rows around it, the
-// epilogue stored at [n, m, 0, p]. Otherwise the band's sums, its rows PW (the padded width)
+// The plane form sums flattened, in tiles of whole vectors. Where the input plane is the output
+// plane (padding 1 on a 3x3), the plane's positions are: 7 x 7 is one run of 49, and 28 x 28
+// one of 784, every tap read from a copy of the plane with zero rows around it, the epilogue
+// stored at [n, m, 0, p]. A plane whose copies overflow their buffer (60 x 60) takes rows.
+// Otherwise rows narrower than a vector take the band's sums, its rows PW (the padded width)
 // apart: without padding, 7 x 7 -> 5 x 5 is one run of 4 * 7 + 5 = 33 sums, which the rows then
-// store. Row by row, each row of 7 took two tiles of 4 lanes. Rows of a vector or wider sum
-// their taps in their own tiles.
-TEST(ScheduleConvPlaneFormTest, RowsNarrowerThanAVectorAreSummedFlattened) {
+// store. Row by row, each row of 7 took two tiles of 4 lanes.
+TEST(ScheduleConvPlaneFormTest, PlanesAreSummedFlattened) {
   auto depthwise = [](int64_t size, int64_t pad) {
     ConvCase conv{.name = "depthwise", .c = 6, .m = 6, .h = size, .w = size, .k = 3, .group = 6};
     conv.pads = {pad, pad, pad, pad};
@@ -533,8 +544,12 @@ TEST(ScheduleConvPlaneFormTest, RowsNarrowerThanAVectorAreSummedFlattened) {
   EXPECT_NE(valid.find(sums), std::string::npos) << valid;
   EXPECT_NE(valid.find("cast<f64>(sums[(i2 - oh0) * 1 * pw + "), std::string::npos) << valid;
   std::string wide = depthwise(28, 1);
-  EXPECT_NE(wide.find("alloc pad"), std::string::npos) << wide;
-  EXPECT_EQ(wide.find("sums["), std::string::npos) << wide;
+  EXPECT_NE(wide.find("alloc flat"), std::string::npos) << wide;
+  EXPECT_NE(wide.find(positions), std::string::npos) << wide;
+  EXPECT_EQ(wide.find("alloc pad"), std::string::npos) << wide;
+  std::string large = depthwise(60, 1);
+  EXPECT_EQ(large.find("alloc flat"), std::string::npos) << large;
+  EXPECT_EQ(large.find("sums["), std::string::npos) << large;
 }
 
 // The plane form against the interpreter: planes of one row to several bands of rows (a band
