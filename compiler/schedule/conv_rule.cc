@@ -1063,10 +1063,9 @@ Stmt ConvEpilogue(const Conv& conv, const PrimExpr& oh, const PrimExpr& ow, cons
 // end; in its copy the columns only such a read reaches (the last -d, or the first d) are zero.
 // The epilogue then runs on whole vectors of positions, out[n, m, 0, p], and no row is stored in
 // narrow tiles (mobilenet_v2, untuned, one thread: 0.95x the time; its depthwise convs on 14 x
-// 14 and 7 x 7 planes). On 28 x 28 (192 channels) the rows' tiles of 16 + 8 + 4 columns took
+// 14 and 7 x 7 planes). On 28 x 28 (192 channels) the rows, two tiles of 16 columns each, took
 // 1.7x the flat form's time. (In bands of rows, planes too large for L1 lost in the model: 144
-// channels of 56 x 56, the input and output cold, took 1.5x the row form's time there, though
-// half of it warm.)
+// channels of 56 x 56 took 1.5x the row form's time there, though 0.63x of it warm.)
 //
 // Each element sums its (c, kh, kw) products in order in every form.
 class RowConv {
