@@ -275,7 +275,7 @@ def main():
             result = model.measure(threads)
             (kiln_ms, kiln_rss), (ort_ms, ort_rss) = result["kiln"], result["ort"]
             rows.append((name, model.shape_text(), threads, f"{kiln_ms:.2f}", f"{ort_ms:.2f}",
-                         f"{kiln_ms / ort_ms:.1f}", mib(kiln_rss), mib(ort_rss),
+                         f"{kiln_ms / ort_ms:.2f}", mib(kiln_rss), mib(ort_rss),
                          f"{abs_diff:.1e}", f"{rel_diff:.1e}"))
     cpu = next((l.split(":", 1)[1].strip() for l in run(["lscpu"]).splitlines()
                 if l.startswith("Model name")), platform.processor())

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "compiler/arith/check.h"
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/gather_base.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -175,6 +176,7 @@ void OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine) {
   llvm::ModulePassManager passes =
       builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
   passes.run(module, mam);
+  MoveGatherSplatsToBase(module);
 }
 
 static absl::StatusOr<std::string> EmitFile(llvm::Module& module, llvm::TargetMachine& machine,

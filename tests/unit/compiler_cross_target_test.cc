@@ -132,10 +132,23 @@ TEST_P(CrossTargetTest, AnArtifactTheRunnerCannotLoadIsReported) {
   EXPECT_THAT(got.status().message(), HasSubstr("kiln-runner: "));
 }
 
-// The disassembly of the dense model's artifact.
-std::string Disassembly(const ir::Target& target) {
-  absl::StatusOr<driver::Artifact> artifact =
-      driver::CompileModel(DenseModel(64, 48), target, {}, nullptr);
+// A depthwise 3x3 conv of 32 channels on 7 x 7, constant shapes: the channel-lanes form,
+// whose copy of the input gathers a lane per channel plane, 49 floats apart.
+std::string NarrowDepthwiseModel() {
+  OnnxBuilder b;
+  b.Input("x", {1, 32, 7, 7});
+  b.FloatInitializer("k", {32, 1, 3, 3}, Values<float>(Random({32, 1, 3, 3}, 9)));
+  onnx::NodeProto& conv = b.Node("Conv", {"x", "k"}, {"y"});
+  OnnxBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  OnnxBuilder::IntAttr(conv, "group", 32);
+  b.Node("Relu", {"y"}, {"z"});
+  b.Output("z", {1, 32, 7, 7});
+  return b.Serialize();
+}
+
+// The disassembly of a model's artifact, by default the dense model's.
+std::string Disassembly(const ir::Target& target, const std::string& onnx = DenseModel(64, 48)) {
+  absl::StatusOr<driver::Artifact> artifact = driver::CompileModel(onnx, target, {}, nullptr);
   EXPECT_TRUE(artifact.ok()) << artifact.status();
   if (!artifact.ok()) return "";
   std::string path = ::testing::TempDir() + "/kiln-cross-XXXXXX.so";
@@ -173,6 +186,14 @@ TEST(CrossTargetCodeTest, EachTargetUsesTheVectorExtensionItNamesAndNoOther) {
       Disassembly(*driver::ResolveTarget("triple=riscv64-linux-gnu;features=+m,+a,+f,+d,+c"));
   EXPECT_THAT(scalar_rv, HasSubstr("fmadd.s"));  // the code is there, in scalar form
   EXPECT_FALSE(Contains(scalar_rv, kRvvConfig));
+}
+
+// Gathers at constant offsets from a scalar base take one 16-lane vgatherdps, not two 8-lane
+// vgatherqps of i64 offsets (codegen/gather_base.h).
+TEST(CrossTargetCodeTest, GathersAtConstantOffsetsTakeThirtyTwoBitIndices) {
+  std::string x86 = Disassembly(*driver::ResolveTarget("x86_64-v4"), NarrowDepthwiseModel());
+  EXPECT_TRUE(Contains(x86, R"(vgatherdps\s+.*zmm)"));
+  EXPECT_FALSE(Contains(x86, R"(vgatherqps)"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, CrossTargetTest,
