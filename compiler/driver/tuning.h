@@ -35,8 +35,9 @@ namespace kiln::driver {
 // the Winograd rule F(4x4, 3x3), "winograd4", beside F(2x2, 3x3). 14: the conv tiler's
 // column-lanes form (column_channels, column_vectors) for convs of few taps. 15: the conv
 // plane form sums planes of rows a vector wide or wider flattened too (depthwise 28 x 28 in
-// 0.6x the time).
-inline constexpr int kTuningSpaceVersion = 15;
+// 0.6x the time). 16: the tuner's evicted runs load the activations after evicting the
+// weights, no longer before (records chosen with cold activations are retuned).
+inline constexpr int kTuningSpaceVersion = 16;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

@@ -253,6 +253,11 @@ bool EvictsWeightsBefore(WeightCache weights, int run) {
   return true;
 }
 
+std::vector<CacheStep> CacheStepsBefore(WeightCache weights, int run) {
+  if (!EvictsWeightsBefore(weights, run)) return {CacheStep::kLoadActivations};
+  return {CacheStep::kEvictWeights, CacheStep::kLoadActivations};
+}
+
 namespace {
 
 // The buffers of `func` with their shapes at `values`, filled from `seed` or, for a
@@ -348,8 +353,25 @@ absl::Status CheckSameSignature(const ir::PrimFunc& candidate, const ir::PrimFun
 // weights came from memory.
 class CacheState {
  public:
-  // Loads every buffer but `evicted`, then evicts those.
-  void Prepare(const std::vector<HostBuffer>& buffers, const ConstantArgs& evicted) {
+  // Takes `steps` (CacheStepsBefore) in order: evicting the constants, loading every buffer
+  // not evicted.
+  void Prepare(const std::vector<HostBuffer>& buffers, const ConstantArgs& constants,
+               const std::vector<CacheStep>& steps) {
+    const ConstantArgs none;
+    const ConstantArgs* evicted = &none;
+    for (CacheStep step : steps) {
+      if (step == CacheStep::kEvictWeights && !constants.empty()) {
+        EvictConstants(buffers, constants);
+        evicted = &constants;
+      }
+      if (step == CacheStep::kLoadActivations) LoadOthers(buffers, *evicted);
+    }
+  }
+
+ private:
+  static size_t Bytes(const HostBuffer& b) { return b.bytes; }
+
+  void LoadOthers(const std::vector<HostBuffer>& buffers, const ConstantArgs& evicted) {
     uint64_t sum = 0;
     for (size_t i = 0; i < buffers.size(); ++i) {
       if (evicted.count(i)) continue;
@@ -360,11 +382,7 @@ class CacheState {
     }
     // Keeps the reads: nothing else looks at them.
     asm volatile("" : : "r"(sum) : "memory");
-    if (!evicted.empty()) EvictConstants(buffers, evicted);
   }
-
- private:
-  static size_t Bytes(const HostBuffer& b) { return b.bytes; }
 
   // Where the ISA flushes a cache line by address, the weights are flushed; elsewhere the
   // whole cache is overwritten: twice the last-level cache (32 MiB where the system does not
@@ -485,7 +503,7 @@ bool TimeRuns(const codegen::JitKernel& kernel, std::vector<HostBuffer>& buffers
   std::vector<void*> data;
   for (HostBuffer& b : buffers) data.push_back(b.data());
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
-    cache.Prepare(buffers, EvictsWeightsBefore(options.weights, i) ? constants : ConstantArgs{});
+    cache.Prepare(buffers, constants, CacheStepsBefore(options.weights, i));
     auto start = std::chrono::steady_clock::now();
     kernel.Run(&env.env, data.data(), scalars.data());
     auto end = std::chrono::steady_clock::now();

@@ -72,6 +72,17 @@ int64_t LastLevelCacheBytes();
 // Whether the weights are evicted before run `run` of a measurement (warm-ups counted from 0).
 bool EvictsWeightsBefore(WeightCache weights, int run);
 
+// What the tuner does to the caches before run `run` of a measurement, in order.
+enum class CacheStep {
+  kEvictWeights,     // flush the constants, then read 64 MiB of other weights
+  kLoadActivations,  // read the other buffers, as the kernel before this one just wrote them
+};
+// The activations load last: evicting the weights leaves nothing of them in the caches either,
+// and loaded first they were cold in every evicted run, which no kernel in a model meets. The
+// channel-lanes form of mobilenet_v2's depthwise convs on 7 x 7 planes, which reads 16 channel
+// planes at once, lost to the row form that way (bench/RESULTS.md, thirty-sixth round).
+std::vector<CacheStep> CacheStepsBefore(WeightCache weights, int run);
+
 // Allocates the buffers of kernel `kernel` with its scalars at `scalar_values` (every scalar
 // the kernel takes needs a value), fills them with random values (floats in [-1, 1], ints in
 // [-4, 4]) or, for a parameter a call of the kernel in the module's functions passes a

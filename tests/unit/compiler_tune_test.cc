@@ -409,6 +409,18 @@ TEST(WeightCacheTest, AlternatingEvictsBeforeEveryOtherRun) {
   EXPECT_GT(tune::LastLevelCacheBytes(), 0);
 }
 
+// An evicted run loads the activations after evicting the weights, so that they are warm as
+// in a model; a warm run only loads.
+TEST(WeightCacheTest, ActivationsLoadAfterTheWeightsAreEvicted) {
+  using tune::CacheStep;
+  const std::vector<CacheStep> evicted = {CacheStep::kEvictWeights, CacheStep::kLoadActivations};
+  const std::vector<CacheStep> warm = {CacheStep::kLoadActivations};
+  EXPECT_EQ(tune::CacheStepsBefore(tune::WeightCache::kEvicted, 3), evicted);
+  EXPECT_EQ(tune::CacheStepsBefore(tune::WeightCache::kWarm, 0), warm);
+  EXPECT_EQ(tune::CacheStepsBefore(tune::WeightCache::kAlternating, 0), evicted);
+  EXPECT_EQ(tune::CacheStepsBefore(tune::WeightCache::kAlternating, 1), warm);
+}
+
 // TuneModel measures the kernel, records its best schedule, and the next compile uses it; a
 // second TuneModel finds the record and measures nothing.
 TEST_F(TuningDbTest, TuneModelRecordsTheBestAndASecondTuneMeasuresNothing) {
