@@ -271,6 +271,7 @@ llvm::Value* FunctionEmitter::EmitCall(const ExprNode& e) {
   }
   if (ir::intrinsic::IsWarpFold(e.name)) return EmitWarpFold(e);
   if (e.name == ir::intrinsic::kPrefetch) return EmitPrefetch(e);
+  if (e.name == ir::intrinsic::kTranspose) return EmitTranspose(e);
   if (e.name.rfind("kiln.", 0) == 0) {
     KILN_CHECK(func_.is_host) << e.name << " is only valid in host functions, not in kernel "
                               << func_.name;
@@ -301,6 +302,48 @@ llvm::Value* FunctionEmitter::EmitPrefetch(const ExprNode& e) {
   llvm::Value* address = ElementAddress(load->buffer, load->args, /*in_bounds=*/false);
   b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
                      {address, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+  return b_.getInt32(0);
+}
+
+// The n rows of src loaded as vectors, transposed by log2(n) rounds of interleaving: each
+// round pairs row i with row i + n/2 and puts their first halves' elements interleaved at 2i,
+// their second halves' at 2i + 1; after the last round row r holds column r. Each interleave
+// is one two-source shuffle (vpermt2ps on AVX-512).
+llvm::Value* FunctionEmitter::EmitTranspose(const ExprNode& e) {
+  const PrimExpr& dst = e.args[0];
+  const PrimExpr& src = e.args[1];
+  const int64_t n = e.args[2]->int_value;
+  const int64_t dst_row = e.args[3]->int_value, src_row = e.args[4]->int_value;
+  llvm::Type* f32 = b_.getFloatTy();
+  auto* row_type = llvm::FixedVectorType::get(f32, static_cast<unsigned>(n));
+  const llvm::Align align = state_.module.getDataLayout().getABITypeAlign(f32);
+  llvm::Value* from = ElementAddress(src->buffer, src->args);
+  std::vector<llvm::Value*> rows;
+  for (int64_t r = 0; r < n; ++r) {
+    llvm::Value* at = b_.CreateInBoundsGEP(f32, from, b_.getInt64(r * src_row));
+    llvm::LoadInst* load = b_.CreateAlignedLoad(row_type, at, align);
+    TagAccess(load, src->buffer.get());
+    rows.push_back(load);
+  }
+  const int64_t half = n / 2;
+  std::vector<int> low, high;
+  for (int64_t k = 0; k < half; ++k) {
+    low.insert(low.end(), {static_cast<int>(k), static_cast<int>(n + k)});
+    high.insert(high.end(), {static_cast<int>(half + k), static_cast<int>(n + half + k)});
+  }
+  for (int64_t round = 1; round < n; round *= 2) {
+    std::vector<llvm::Value*> next(rows.size());
+    for (int64_t i = 0; i < half; ++i) {
+      next[2 * i] = b_.CreateShuffleVector(rows[i], rows[i + half], low);
+      next[2 * i + 1] = b_.CreateShuffleVector(rows[i], rows[i + half], high);
+    }
+    rows = std::move(next);
+  }
+  llvm::Value* to = ElementAddress(dst->buffer, dst->args);
+  for (int64_t r = 0; r < n; ++r) {
+    llvm::Value* at = b_.CreateInBoundsGEP(f32, to, b_.getInt64(r * dst_row));
+    TagAccess(b_.CreateAlignedStore(rows[r], at, align), dst->buffer.get());
+  }
   return b_.getInt32(0);
 }
 

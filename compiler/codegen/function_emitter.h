@@ -144,6 +144,7 @@ class FunctionEmitter {
   llvm::Value* EmitCall(const ExprNode& e);
   llvm::Value* EmitExternCall(const ExprNode& e, const ir::ExternFunction& fn);
   llvm::Value* EmitPrefetch(const ExprNode& e);
+  llvm::Value* EmitTranspose(const ExprNode& e);
   llvm::Value* Convert(llvm::Value* v, DataType from, DataType to);
   llvm::Value* HalfConstant(double value);
   // The address of buffer[indices]; with in_bounds false, of an element that may lie past the

@@ -36,8 +36,10 @@ namespace kiln::driver {
 // column-lanes form (column_channels, column_vectors) for convs of few taps. 15: the conv
 // plane form sums planes of rows a vector wide or wider flattened too (depthwise 28 x 28 in
 // 0.6x the time). 16: the tuner's evicted runs load the activations after evicting the
-// weights, no longer before (records chosen with cold activations are retuned).
-inline constexpr int kTuningSpaceVersion = 16;
+// weights, no longer before (records chosen with cold activations are retuned). 17: the conv
+// tiler's staged epilogue transposes its tile in registers, no longer gathers (its tile widths
+// shift).
+inline constexpr int kTuningSpaceVersion = 17;
 
 // The database key of a kernel's workload scheduled for `target`, for one bucket ("" for
 // all values of its symbols).

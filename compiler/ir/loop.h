@@ -75,9 +75,9 @@ struct PrimFunc {
 };
 
 // Intrinsics, as the callee name of an arith Call. Math intrinsics work anywhere; `kiln.*`
-// only in host functions, except kiln.check_index and kiln.prefetch, only in kernels. Any
-// other callee names a kernel of the same module, called with (buffer data handles..., scalar
-// i64 values...) exactly as the kernel declares them.
+// only in host functions, except kiln.check_index, kiln.prefetch and kiln.transpose, only in
+// kernels. Any other callee names a kernel of the same module, called with (buffer data
+// handles..., scalar i64 values...) exactly as the kernel declares them.
 namespace intrinsic {
 // Math, on floats: exp, log, sqrt, tanh, sigmoid, fabs, pow (two args).
 inline constexpr char kInputShape[] = "kiln.input_shape";           // (i, d) -> i64
@@ -146,6 +146,14 @@ inline bool IsWarpFold(const std::string& name) {
 // a fault, so the element may lie past the buffer's end (a stream's prefetch running ahead of
 // its last row needs no clamp); a target without prefetches ignores it.
 inline constexpr char kPrefetch[] = "kiln.prefetch";
+// In a CPU kernel: "kiln.transpose"(dst[i...], src[j...], n, dst_row, src_row) -> i32,
+// evaluated for its effect: for r, c in [0, n), the element r * dst_row + c elements after
+// dst[i...] gets the element c * src_row + r elements after src[j...]. f32 buffers, n, dst_row
+// and src_row constants, n a power of two from 2 to 16, each row at least n apart, dst and src
+// not overlapping. An n x n block transposed in vector registers (n loads, n log2(n)
+// two-vector shuffles, n stores), where a vector loop would gather each row.
+inline constexpr char kTranspose[] = "kiln.transpose";
+inline constexpr int64_t kMaxTransposeLanes = 16;
 }  // namespace intrinsic
 
 std::string ToString(const Stmt& stmt, int indent = 0);

@@ -65,6 +65,7 @@ class Verifier {
   void GpuLoop(const ir::StmtNode& loop);
   void WarpFold(const arith::ExprNode& call);
   void Prefetch(const arith::ExprNode& call);
+  void Transpose(const arith::ExprNode& call);
   void Prim(const PrimExpr& e);
   void Access(const Buffer& buffer, const std::vector<PrimExpr>& indices, const char* what);
   void PrimCall(const arith::ExprNode& call);
@@ -428,11 +429,35 @@ void Verifier::Prefetch(const arith::ExprNode& call) {
   }
 }
 
+void Verifier::Transpose(const arith::ExprNode& call) {
+  if (prim_func_->is_host) return Error(call.name + " outside a kernel");
+  const auto& args = call.args;
+  auto f32_load = [](const PrimExpr& a) {
+    return a && a->kind == ExprKind::kLoad && a->buffer->dtype == DataType::Float(32);
+  };
+  auto constant = [](const PrimExpr& a) { return a && a->kind == ExprKind::kIntImm; };
+  if (args.size() != 5 || !f32_load(args[0]) || !f32_load(args[1]) || !constant(args[2]) ||
+      !constant(args[3]) || !constant(args[4])) {
+    return Error(call.name + " takes (dst f32 load, src f32 load, n, dst_row, src_row constants)");
+  }
+  const int64_t n = args[2]->int_value;
+  if (n < 2 || n > intrinsic::kMaxTransposeLanes || (n & (n - 1)) != 0) {
+    Error(absl::StrCat(call.name, ": n = ", n, " is not a power of two from 2 to ",
+                       intrinsic::kMaxTransposeLanes));
+  }
+  if (args[3]->int_value < n || args[4]->int_value < n) {
+    Error(absl::StrCat(call.name, ": rows ", args[3]->int_value, " and ", args[4]->int_value,
+                       " apart overlap rows of ", n));
+  }
+  if (args[0]->buffer == args[1]->buffer) Error(call.name + " within one buffer");
+}
+
 void Verifier::PrimCall(const arith::ExprNode& call) {
   bool intrinsic = call.name.rfind("kiln.", 0) == 0;
   bool check_index = intrinsic::IsCheckIndex(call.name);
   if (intrinsic::IsWarpFold(call.name)) return WarpFold(call);
   if (call.name == intrinsic::kPrefetch) return Prefetch(call);
+  if (call.name == intrinsic::kTranspose) return Transpose(call);
   if (intrinsic && !check_index && !prim_func_->is_host) {
     Error(call.name + " outside a host function");
   }

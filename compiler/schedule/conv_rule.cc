@@ -364,7 +364,7 @@ class ConvTiler {
       : conv_(conv),
         lanes_(knobs.tile_vectors * VectorLanes(target)),
         vector_lanes_(VectorLanes(target)),
-        gathers_(target.vector_bits >= 512),
+        wide_vectors_(target.vector_bits >= 512),
         cols_(knobs.tile_cols),
         rows_(knobs.tile_rows),
         channel_block_(ChannelBlock(conv, knobs.channel_block)),
@@ -699,15 +699,18 @@ class ConvTiler {
   // Output channels are the tile's lanes, but consecutive in memory are its columns: a vector
   // of channels is stored with a scatter, an element at a time. A tile of half a vector of
   // columns or more copies its sums to a stage ([row, col, lane] as acc, the columns whole
-  // vectors) instead, and each output channel in turn reads its columns across the stage (a
-  // gather from L1), computes the epilogue's values there and stores them as one vector. The
-  // values are computed at every column of the stage, so the epilogue must read nothing else
-  // at a column (a residual add's input does): the stage's last columns may lie past the
-  // row's end. mobilenet_v2's stem (3 -> 32 channels on 112 x 112, tiles of 14 columns) spent
-  // more than half its time in the scatters; staged, it ran in 0.85x the time (AVX-512 only:
-  // without gathers LLVM loads the stage element by element).
+  // vectors) instead, transposes it by blocks of a vector's lanes in registers (kiln.transpose)
+  // to [row, lane, col], and each output channel in turn reads its columns as one vector,
+  // computes the epilogue's values there and stores them as one vector. The values are
+  // computed at every column of the stage, so the epilogue must read nothing else at a column
+  // (a residual add's input does): the stage's last columns may lie past the row's end.
+  // mobilenet_v2's stem (3 -> 32 channels on 112 x 112, tiles of 14 columns) spent more than
+  // half its time in the scatters; staged, it ran in 0.85x the time. Each channel then
+  // gathered its columns across the stage: a fifth of resnet18's stem (147 products a sum),
+  // which transposed runs in 0.86x the time. (AVX-512 only: on AVX2 the transposes won
+  // nothing against the scatters.)
   bool StagesEpilogue() const {
-    return gathers_ && 2 * cols_ > vector_lanes_ && !EpilogueReadsColumns();
+    return wide_vectors_ && 2 * cols_ > vector_lanes_ && !EpilogueReadsColumns();
   }
   int64_t StageColumns() const {
     return (cols_ + vector_lanes_ - 1) / vector_lanes_ * vector_lanes_;
@@ -730,17 +733,25 @@ class ConvTiler {
     return reads;
   }
 
-  // acc copied to the stage; then for row, lane (an output channel inside M): each epilogue
-  // buffer's last value, every earlier statement's folded in, computed at every column of the
-  // stage into a vector `values` (no condition: LLVM loads what a condition guards with
-  // gathers, the bias and a clip's bounds too), and stored from it at the tile's columns.
+  // acc copied to the stage and transposed to `channels`; then for row, lane (an output
+  // channel inside M): each epilogue buffer's last value, every earlier statement's folded in,
+  // computed at every column of the stage into a vector `values` (no condition: LLVM loads
+  // what a condition guards with gathers, the bias and a clip's bounds too), and stored from
+  // it at the tile's columns.
   Stmt StagedEpilogue() const {
     std::vector<PrimExpr> shape = {I(StageColumns()), I(lanes_)};
-    if (rows_ > 1) shape.insert(shape.begin(), I(rows_));
+    std::vector<PrimExpr> transposed = {I(lanes_), I(StageColumns())};
+    if (rows_ > 1) {
+      shape.insert(shape.begin(), I(rows_));
+      transposed.insert(transposed.begin(), I(rows_));
+    }
     Buffer stage = arith::MakeBuffer("stage", DataType::Float(32), shape);
+    Buffer channels_stage = arith::MakeBuffer("channels", DataType::Float(32), transposed);
     Stmt fill =
         OverTile(ir::Store(stage, AccAt(), arith::Load(acc_, AccAt())), ForKind::kVectorized);
-    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(stage, AccAt()));
+    std::vector<PrimExpr> at = {lane_, col_};
+    if (rows_ > 1) at.insert(at.begin(), row_);
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(channels_stage, at));
     std::map<const arith::BufferNode*, PrimExpr> stored;
     for (const Stmt& s : conv_.epilogue) {
       stored[s->buffer.get()] = AtElement(s->value, sum, false, stored);
@@ -771,7 +782,29 @@ class ConvTiler {
     if (!ProvedWholeBlocks()) channels = arith::Min(I(lanes_), M() - ocb_ * I(lanes_));
     Stmt tile = Loop(lane_, channels, ForKind::kSerial, channel);
     if (rows_ > 1) tile = Loop(row_, I(rows_), ForKind::kUnrolled, tile);
-    return ir::Allocate(stage, ir::Seq({fill, tile}));
+    Stmt transpose = Transpose(channels_stage, stage);
+    return ir::Allocate(stage, ir::Allocate(channels_stage, ir::Seq({fill, transpose, tile})));
+  }
+
+  // to[row, lane, col] = from[row, col, lane], by blocks of a vector's lanes square.
+  Stmt Transpose(const Buffer& to, const Buffer& from) const {
+    const int64_t v = vector_lanes_;
+    std::vector<Stmt> blocks;
+    for (int64_t c = 0; c < StageColumns(); c += v) {
+      for (int64_t l = 0; l < lanes_; l += v) {
+        std::vector<PrimExpr> to_at = {I(l), I(c)}, from_at = {I(c), I(l)};
+        if (rows_ > 1) {
+          to_at.insert(to_at.begin(), row_);
+          from_at.insert(from_at.begin(), row_);
+        }
+        blocks.push_back(
+            ir::Evaluate(arith::Call(DataType::Int(32), ir::intrinsic::kTranspose,
+                                     {arith::Load(to, to_at), arith::Load(from, from_at), I(v),
+                                      I(StageColumns()), I(lanes_)})));
+      }
+    }
+    Stmt all = ir::Seq(blocks);
+    return rows_ > 1 ? Loop(row_, I(rows_), ForKind::kUnrolled, all) : all;
   }
 
   // The epilogue's access b[indices] at output element (n, oc, oh, ow). An element's own slot
@@ -863,7 +896,7 @@ class ConvTiler {
   const Conv& conv_;
   const int64_t lanes_;         // OCB: output channels per block, tile_vectors vectors of f32
   const int64_t vector_lanes_;  // f32 per vector register
-  const bool gathers_;          // whether vectors scatter and gather (AVX-512)
+  const bool wide_vectors_;     // AVX-512: vectors of 16 f32, scatters and gathers
   int64_t cols_;                // P: output columns per register tile
   int64_t rows_;                // R: output rows per register tile
   int64_t channel_block_;       // input channels per reduction block

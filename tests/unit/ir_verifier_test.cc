@@ -108,6 +108,19 @@ TEST(IrVerifierTest, LoopLevelMalformations) {
             "prim_func @add_0: load of A with 1 indices; it has 2 dimensions");
   EXPECT_EQ(VerifyEdited("add_0(h, h, h, n)", "kiln.prefetch(n)"),
             "host_func @run: kiln.prefetch outside a kernel");
+  const std::string prefetch = "kiln.prefetch(A[i, 3])";
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], 4, 4, 4)"), "ok");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], 3, 4, 4)"),
+            "prim_func @add_0: kiln.transpose: n = 3 is not a power of two from 2 to 16");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], 4, 2, 4)"),
+            "prim_func @add_0: kiln.transpose: rows 2 and 4 apart overlap rows of 4");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], C[0, 0], 4, 4, 4)"),
+            "prim_func @add_0: kiln.transpose within one buffer");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], n, 4, 4)"),
+            "prim_func @add_0: kiln.transpose takes (dst f32 load, src f32 load, n, dst_row, "
+            "src_row constants)");
+  EXPECT_EQ(VerifyEdited("add_0(h, h, h, n)", "kiln.transpose(n)"),
+            "host_func @run: kiln.transpose outside a kernel");
   EXPECT_EQ(VerifyEdited("tmp[0] = 0.0", "tmp[0] = cast<f32>(i)"),
             "prim_func @add_0: variable i is not a scalar parameter, loop or let variable");
   EXPECT_EQ(VerifyEdited("A: f32[n, 4]", "A: f32[m, 4]"),
