@@ -111,11 +111,11 @@ TEST_P(SchedulePoolTest, MaxPoolRowsRunInParallelInVectorTiles) {
   EXPECT_NE(kernels.find("for lane in range(0, " + std::to_string(lanes) + ") vectorized"),
             std::string::npos)
       << kernels;
-  // 9 taps unrolled into one expression, the first of each row carried from the column
-  // before (stride 2).
-  EXPECT_NE(kernels.find("max(max(max(max(max(max(max(max(max(-inf, carry[0]), A0["),
-            std::string::npos)
-      << kernels;
+  // 9 taps unrolled into one expression, a balanced tree of maxes 4 deep (a chain waited on
+  // 9), the first of each row carried from the column before (stride 2).
+  EXPECT_NE(kernels.find("= max(max(max(max(carry[0], A0["), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("max(max(max(max(max("), std::string::npos) << kernels;
+  EXPECT_EQ(kernels.find("max(-inf, "), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("carry[3] = A0["), std::string::npos) << kernels;
   // A stride of 1 carries nothing.
   std::string stride1 = ScheduledKernels(Cases()[3].Model(), GetParam());
