@@ -313,14 +313,15 @@ llvm::Value* FunctionEmitter::EmitTranspose(const ExprNode& e) {
   const PrimExpr& dst = e.args[0];
   const PrimExpr& src = e.args[1];
   const int64_t n = e.args[2]->int_value;
-  const int64_t dst_row = e.args[3]->int_value, src_row = e.args[4]->int_value;
+  llvm::Value* dst_row = EmitExprAs(e.args[3], DataType::Int(64));
+  llvm::Value* src_row = EmitExprAs(e.args[4], DataType::Int(64));
   llvm::Type* f32 = b_.getFloatTy();
   auto* row_type = llvm::FixedVectorType::get(f32, static_cast<unsigned>(n));
   const llvm::Align align = state_.module.getDataLayout().getABITypeAlign(f32);
   llvm::Value* from = ElementAddress(src->buffer, src->args);
   std::vector<llvm::Value*> rows;
   for (int64_t r = 0; r < n; ++r) {
-    llvm::Value* at = b_.CreateInBoundsGEP(f32, from, b_.getInt64(r * src_row));
+    llvm::Value* at = b_.CreateInBoundsGEP(f32, from, b_.CreateMul(b_.getInt64(r), src_row));
     llvm::LoadInst* load = b_.CreateAlignedLoad(row_type, at, align);
     TagAccess(load, src->buffer.get());
     rows.push_back(load);
@@ -341,7 +342,7 @@ llvm::Value* FunctionEmitter::EmitTranspose(const ExprNode& e) {
   }
   llvm::Value* to = ElementAddress(dst->buffer, dst->args);
   for (int64_t r = 0; r < n; ++r) {
-    llvm::Value* at = b_.CreateInBoundsGEP(f32, to, b_.getInt64(r * dst_row));
+    llvm::Value* at = b_.CreateInBoundsGEP(f32, to, b_.CreateMul(b_.getInt64(r), dst_row));
     TagAccess(b_.CreateAlignedStore(rows[r], at, align), dst->buffer.get());
   }
   return b_.getInt32(0);

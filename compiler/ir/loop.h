@@ -148,10 +148,11 @@ inline bool IsWarpFold(const std::string& name) {
 inline constexpr char kPrefetch[] = "kiln.prefetch";
 // In a CPU kernel: "kiln.transpose"(dst[i...], src[j...], n, dst_row, src_row) -> i32,
 // evaluated for its effect: for r, c in [0, n), the element r * dst_row + c elements after
-// dst[i...] gets the element c * src_row + r elements after src[j...]. f32 buffers, n, dst_row
-// and src_row constants, n a power of two from 2 to 16, each row at least n apart, dst and src
-// not overlapping. An n x n block transposed in vector registers (n loads, n log2(n)
-// two-vector shuffles, n stores), where a vector loop would gather each row.
+// dst[i...] gets the element c * src_row + r elements after src[j...]. f32 buffers, n a
+// constant power of two from 2 to 16, dst_row and src_row integers (constants, or expressions
+// of the kernel's variables: a block across channel planes of a symbolic size), each row at
+// least n apart, dst and src not overlapping. An n x n block transposed in vector registers (n
+// loads, n log2(n) two-vector shuffles, n stores), where a vector loop would gather each row.
 inline constexpr char kTranspose[] = "kiln.transpose";
 inline constexpr int64_t kMaxTransposeLanes = 16;
 }  // namespace intrinsic

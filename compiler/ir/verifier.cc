@@ -436,18 +436,22 @@ void Verifier::Transpose(const arith::ExprNode& call) {
     return a && a->kind == ExprKind::kLoad && a->buffer->dtype == DataType::Float(32);
   };
   auto constant = [](const PrimExpr& a) { return a && a->kind == ExprKind::kIntImm; };
+  auto integer = [](const PrimExpr& a) { return a && a->dtype.is_int(); };
   if (args.size() != 5 || !f32_load(args[0]) || !f32_load(args[1]) || !constant(args[2]) ||
-      !constant(args[3]) || !constant(args[4])) {
-    return Error(call.name + " takes (dst f32 load, src f32 load, n, dst_row, src_row constants)");
+      !integer(args[3]) || !integer(args[4])) {
+    return Error(call.name +
+                 " takes (dst f32 load, src f32 load, constant n, integer dst_row and src_row)");
   }
   const int64_t n = args[2]->int_value;
   if (n < 2 || n > intrinsic::kMaxTransposeLanes || (n & (n - 1)) != 0) {
     Error(absl::StrCat(call.name, ": n = ", n, " is not a power of two from 2 to ",
                        intrinsic::kMaxTransposeLanes));
   }
-  if (args[3]->int_value < n || args[4]->int_value < n) {
-    Error(absl::StrCat(call.name, ": rows ", args[3]->int_value, " and ", args[4]->int_value,
-                       " apart overlap rows of ", n));
+  // A row distance known only at run time is the schedule's to keep at n or more.
+  auto overlaps = [&](const PrimExpr& row) { return constant(row) && row->int_value < n; };
+  if (overlaps(args[3]) || overlaps(args[4])) {
+    Error(absl::StrCat(call.name, ": rows ", arith::ToString(args[3]), " and ",
+                       arith::ToString(args[4]), " apart overlap rows of ", n));
   }
   if (args[0]->buffer == args[1]->buffer) Error(call.name + " within one buffer");
 }

@@ -1698,15 +1698,16 @@ class RowConv {
 //     pad = 0; pad[r, j, l] = x[n, b * L + l, r + base_h, j + base_w] where that is inside x
 //     for oh; for ow; for l (vectorized):
 //       sum of pad[oh * sh + kh * dh, ow * sw + kw * dw, l] * wt[k, l] in (kh, kw) order
-//       epilogue at [n, b * L + l, oh, ow]
+//       epilogue at [n, b * L + l, oh, ow]   (AVX-512: through a transpose, see Sums)
 //
 // Every load of the sums is a whole vector at any stride and plane width; the row form's
 // vectors are positions of a row, of which a row of 7 fills 7 of 16 lanes and a column
 // stride of 2 shuffles. The copy into pad gathers (a lane per channel plane) and the
-// epilogue's stores scatter, once an element each, so the form pays where the sums' vectors
-// are what the row form loses: rows at most half a vector wide (LanesByDefault). A tap in the
-// padding adds 0 * w, which leaves the sum as skipping it does because w is finite (the plane
-// form's condition).
+// epilogue's stores scatter, once an element each, but on AVX-512, where both go through
+// transposes in registers (Fill, Sums); so the form pays where the sums' vectors are what the
+// row form loses: rows at most half a vector wide (LanesByDefault). A tap in the padding adds
+// 0 * w, which leaves the sum as skipping it does because w is finite (the plane form's
+// condition).
 class LaneConv {
  public:
   LaneConv(const Conv& conv, const ir::Target& target, const ir::NDArray* weights)
@@ -1734,7 +1735,8 @@ class LaneConv {
     if (conv_.width->kind != ExprKind::kIntImm) {
       fits = And(fits, Le(I(2) * conv_.width, I(lanes_)));
     }
-    Stmt block = ir::Allocate(wt_, ir::Allocate(pad_, ir::Seq({Weights(), Fill(), Sums()})));
+    Stmt block = ir::Allocate(pad_, ir::Seq({Weights(), Fill(), Sums()}));
+    block = ir::Allocate(wt_, Wide() ? ir::Allocate(stage_, block) : block);
     Stmt blocks = Loop(
         conv_.n, conv_.batch, ForKind::kSerial,
         Loop(b_, arith::FloorDiv(conv_.channels, I(lanes_)), ForKind::kParallel, std::move(block)));
@@ -1789,7 +1791,9 @@ class LaneConv {
   int64_t Tap(int64_t kh, int64_t kw) const { return kh * conv_.taps_w + kw; }
 
   // pad zeroed, then the input rows and columns it holds copied in, a vector of channels per
-  // input element.
+  // input element: gathered, a lane per channel plane, or on AVX-512, where the plane holds a
+  // vector's lanes of positions and `stage` all of them, transposed in registers from the
+  // block's planes to `stage` [p, l] (p = ih * IW + iw) first and copied as whole vectors.
   Stmt Fill() const {
     PrimExpr floats = PadRows() * PadColumns() * I(lanes_);
     Stmt zero =
@@ -1800,15 +1804,33 @@ class LaneConv {
     };
     auto [row0, row_end] = inside(conv_.x->shape[2], *rows_, PadRows());
     auto [col0, col_end] = inside(conv_.x->shape[3], *cols_, PadColumns());
-    PrimExpr x = arith::Load(conv_.x, {conv_.n, Channel(), ih_, iw_});
-    Stmt copy = ir::Store(pad_, {PadAt(ih_ - I(rows_->base), iw_ - I(cols_->base))}, x);
-    return ir::Seq(
-        {zero, ir::For(ih_, row0, row_end - row0, ForKind::kSerial,
-                       ir::For(iw_, col0, col_end - col0, ForKind::kSerial, OverLanes(copy)))});
+    auto copy = [&](const PrimExpr& x) {
+      Stmt store = ir::Store(pad_, {PadAt(ih_ - I(rows_->base), iw_ - I(cols_->base))}, x);
+      return ir::For(ih_, row0, row_end - row0, ForKind::kSerial,
+                     ir::For(iw_, col0, col_end - col0, ForKind::kSerial, OverLanes(store)));
+    };
+    Stmt gathered = ir::Seq({zero, copy(arith::Load(conv_.x, {conv_.n, Channel(), ih_, iw_}))});
+    if (!Wide()) return gathered;
+    const PrimExpr& width = conv_.x->shape[3];
+    PrimExpr positions = conv_.x->shape[2] * width;
+    PrimExpr p0 = arith::Min(t_ * I(lanes_), positions - I(lanes_));
+    PrimExpr transpose = arith::Call(DataType::Int(32), ir::intrinsic::kTranspose,
+                                     {arith::Load(stage_, {p0 * I(lanes_)}),
+                                      arith::Load(conv_.x, {conv_.n, b_ * I(lanes_), I(0), p0}),
+                                      I(lanes_), I(lanes_), positions});
+    Stmt transposes =
+        Loop(t_, CeilDiv(positions, lanes_), ForKind::kSerial, ir::Evaluate(transpose));
+    Stmt staged = ir::Seq(
+        {zero, transposes, copy(arith::Load(stage_, {(ih_ * width + iw_) * I(lanes_) + lane_}))});
+    PrimExpr fits = And(Le(I(lanes_), positions), Le(positions * I(lanes_), I(kLaneFloats)));
+    return ir::IfThenElse(fits, staged, gathered);
   }
+  // AVX-512: blocks of 16 x 16 transposed in registers cost less than their gathers and
+  // scatters. (On AVX2 the tiler's transposes won nothing against its scatters.)
+  bool Wide() const { return lanes_ >= 16; }
 
-  // Each output element's taps summed in (kh, kw) order, then the epilogue at channel m.
-  Stmt Sums() const {
+  // Each output element's taps summed in (kh, kw) order, a vector of the block's channels.
+  PrimExpr Sum() const {
     PrimExpr sum = arith::FloatImm(0);
     for (int64_t kh = 0; kh < conv_.taps_h; ++kh) {
       for (int64_t kw = 0; kw < conv_.taps_w; ++kw) {
@@ -1818,11 +1840,48 @@ class LaneConv {
         sum = sum + arith::Load(pad_, {PadAt(r, j)}) * w;
       }
     }
-    Stmt epilogue = ConvEpilogue(conv_, conv_.oh, conv_.ow, arith::Cast(conv_.acc_t, sum));
-    Stmt element = OverLanes(ir::Let(conv_.m, Channel(), epilogue));
-    return Loop(conv_.oh, conv_.height, ForKind::kSerial,
-                Loop(conv_.ow, conv_.width, ForKind::kSerial, element));
+    return sum;
   }
+  Stmt OverPlane(Stmt element) const {
+    return Loop(conv_.oh, conv_.height, ForKind::kSerial,
+                Loop(conv_.ow, conv_.width, ForKind::kSerial, OverLanes(std::move(element))));
+  }
+
+  // The sums and the epilogue at channel m. Its stores to out[n, m, oh, ow] with channels in
+  // the lanes are scatters, an element at a time: 960 channels on 7 x 7 took twice ORT's time
+  // (bench/RESULTS.md, thirty-fourth round). Where the plane holds a vector's lanes of positions
+  // and the epilogue runs at flattened positions, the sums go to `stage` [q, l] (q = oh * OW +
+  // ow) as whole vectors instead, are transposed in registers to `channels` [l, q], and each
+  // channel's epilogue then runs over its positions in whole vectors (AVX-512 only: Wide).
+  Stmt Sums() const {
+    Stmt scattered = OverPlane(
+        ir::Let(conv_.m, Channel(),
+                ConvEpilogue(conv_, conv_.oh, conv_.ow, arith::Cast(conv_.acc_t, Sum()))));
+    if (!Wide() || !EpilogueOnOutputPlane(conv_)) return scattered;
+    PrimExpr positions = conv_.height * conv_.width;
+    PrimExpr q = conv_.oh * conv_.width + conv_.ow;
+    Stmt to_stage = OverPlane(ir::Store(stage_, {q * I(lanes_) + lane_}, Sum()));
+    PrimExpr sum = arith::Cast(conv_.acc_t, arith::Load(channels_, {lane_ * I(ChannelRow()) + q_}));
+    Stmt channel = Loop(q_, positions, ForKind::kVectorized, ConvEpilogue(conv_, I(0), q_, sum));
+    Stmt epilogues = Loop(lane_, I(lanes_), ForKind::kSerial, ir::Let(conv_.m, Channel(), channel));
+    Stmt staged = ir::Allocate(channels_, ir::Seq({to_stage, Transposes(positions), epilogues}));
+    return ir::IfThenElse(Le(I(lanes_), positions), staged, scattered);
+  }
+
+  // channels[l, q] = stage[q, l] by blocks of L positions, the last moved back to end at the
+  // plane's end (transposing a few positions again).
+  Stmt Transposes(const PrimExpr& positions) const {
+    PrimExpr q0 = arith::Min(t_ * I(lanes_), positions - I(lanes_));
+    PrimExpr transpose =
+        arith::Call(DataType::Int(32), ir::intrinsic::kTranspose,
+                    {arith::Load(channels_, {q0}), arith::Load(stage_, {q0 * I(lanes_)}), I(lanes_),
+                     I(ChannelRow()), I(lanes_)});
+    return Loop(t_, CeilDiv(positions, lanes_), ForKind::kSerial, ir::Evaluate(transpose));
+  }
+  // A row of `channels`: the most positions pad's bound allows (its floats over L), and a
+  // vector more, so that the rows of a transposed block are not a multiple of 4 KiB
+  // apart (they would share the L1's sets).
+  int64_t ChannelRow() const { return kLaneFloats / lanes_ + lanes_; }
 
   const Conv& conv_;
   const int64_t lanes_;  // L: channels per block, f32 per vector register
@@ -1830,8 +1889,13 @@ class LaneConv {
   std::optional<AffineAxis> rows_, cols_;
   PrimExpr b_ = arith::MakeVar("cb"), lane_ = arith::MakeVar("lane"), j_ = arith::MakeVar("j");
   PrimExpr ih_ = arith::MakeVar("ih"), iw_ = arith::MakeVar("iw");
+  PrimExpr q_ = arith::MakeVar("q"), t_ = arith::MakeVar("qt");
   Buffer wt_ = arith::MakeBuffer("wt", DataType::Float(32), {I(kMaxUnrolledTaps * lanes_)});
   Buffer pad_ = arith::MakeBuffer("pad", DataType::Float(32), {I(kLaneFloats)});
+  // The staged input (Fill), then the staged sums (Sums): the output plane's positions are at
+  // most pad's, so fit its floats.
+  Buffer stage_ = arith::MakeBuffer("stage", DataType::Float(32), {I(kLaneFloats)});
+  Buffer channels_ = arith::MakeBuffer("channels", DataType::Float(32), {I(lanes_ * ChannelRow())});
 };
 
 // The column-lanes form, for a dense conv of few taps (mobilenet_v2's stem: 3 -> 32 channels,

@@ -455,42 +455,49 @@ TEST(CodegenLLVM, PrefetchIsAHintThatChangesNoValue) {
 // kiln.transpose(y[dst], x[src], n, dst_row, src_row) moves the n x n block whose row c starts
 // at x[src + c * src_row] to y, column c of it to y[dst + c * dst_row], with n loads, n
 // log2(n) shuffles and n stores; nothing else of y changes. Blocks of 4 and of 16 (AVX-512's
-// vectors), rows further apart than n.
+// vectors), rows further apart than n, src's rows a constant or a run-time distance apart (an
+// expression of the buffer's size, as channel planes of a symbolic plane are).
 TEST(CodegenLLVM, TransposeMovesASquareBlockThroughRegisters) {
   struct Case {
     int64_t n, dst_row, src_row, dst, src;
   };
   for (const Case& c : {Case{4, 6, 5, 3, 2}, Case{16, 17, 20, 1, 5}}) {
-    SCOPED_TRACE(c.n);
-    PrimExpr size = arith::MakeVar("n"), i = arith::MakeVar("i");
-    Buffer x = arith::MakeBuffer("x", DataType::Float(), {size});
-    Buffer y = arith::MakeBuffer("y", DataType::Float(), {size});
-    ir::PrimFunc kernel{.name = "elementwise", .buffers = {x, y}, .scalars = {size}};
-    kernel.body = ir::Seq(
-        {ir::For(i, I64(0), size, ForKind::kSerial, ir::Store(y, {i}, arith::FloatImm(-1.0))),
-         ir::Evaluate(arith::Call(DataType::Int(32), ir::intrinsic::kTranspose,
-                                  {arith::Load(y, {I64(c.dst)}), arith::Load(x, {I64(c.src)}),
-                                   I64(c.n), I64(c.dst_row), I64(c.src_row)}))});
-    ir::IRModule module =
-        ElementwiseModule({DataType::Float()}, DataType::Float(), [](auto x) { return x[0]; });
-    module.prim_funcs["elementwise"] = kernel;
-    ASSERT_TRUE(ir::VerifyModule(module).ok()) << ir::VerifyModule(module);
-    auto text = EmitLLVMText(module, "", HostTarget());
-    ASSERT_TRUE(text.ok()) << text.status();
-    EXPECT_NE(text->find("shufflevector <" + std::to_string(c.n) + " x float>"), std::string::npos)
-        << *text;
-    auto artifact = Artifact::Build(module);
-    ASSERT_TRUE(artifact);
-    const int64_t elements =
-        std::max(c.dst + (c.n - 1) * c.dst_row, c.src + (c.n - 1) * c.src_row) + c.n;
-    std::vector<float> in(elements), expected(elements, -1.0f);
-    for (int64_t e = 0; e < elements; ++e) in[e] = static_cast<float>(e);
-    for (int64_t r = 0; r < c.n; ++r) {
-      for (int64_t col = 0; col < c.n; ++col) {
-        expected[c.dst + r * c.dst_row + col] = in[c.src + col * c.src_row + r];
+    for (bool symbolic : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.n) + (symbolic ? ", symbolic src_row" : ""));
+      const int64_t elements =
+          std::max(c.dst + (c.n - 1) * c.dst_row, c.src + (c.n - 1) * c.src_row) + c.n;
+      PrimExpr size = arith::MakeVar("n"), i = arith::MakeVar("i");
+      // elements / (elements / src_row) is src_row for both cases (25 / 5, 321 / 16).
+      ASSERT_EQ(elements / (elements / c.src_row), c.src_row);
+      PrimExpr src_row = symbolic ? FloorDiv(size, I64(elements / c.src_row)) : I64(c.src_row);
+      Buffer x = arith::MakeBuffer("x", DataType::Float(), {size});
+      Buffer y = arith::MakeBuffer("y", DataType::Float(), {size});
+      ir::PrimFunc kernel{.name = "elementwise", .buffers = {x, y}, .scalars = {size}};
+      kernel.body = ir::Seq(
+          {ir::For(i, I64(0), size, ForKind::kSerial, ir::Store(y, {i}, arith::FloatImm(-1.0))),
+           ir::Evaluate(arith::Call(DataType::Int(32), ir::intrinsic::kTranspose,
+                                    {arith::Load(y, {I64(c.dst)}), arith::Load(x, {I64(c.src)}),
+                                     I64(c.n), I64(c.dst_row), src_row}))});
+      ir::IRModule module =
+          ElementwiseModule({DataType::Float()}, DataType::Float(), [](auto x) { return x[0]; });
+      module.prim_funcs["elementwise"] = kernel;
+      ASSERT_TRUE(ir::VerifyModule(module).ok()) << ir::VerifyModule(module);
+      auto text = EmitLLVMText(module, "", HostTarget());
+      ASSERT_TRUE(text.ok()) << text.status();
+      EXPECT_NE(text->find("shufflevector <" + std::to_string(c.n) + " x float>"),
+                std::string::npos)
+          << *text;
+      auto artifact = Artifact::Build(module);
+      ASSERT_TRUE(artifact);
+      std::vector<float> in(elements), expected(elements, -1.0f);
+      for (int64_t e = 0; e < elements; ++e) in[e] = static_cast<float>(e);
+      for (int64_t r = 0; r < c.n; ++r) {
+        for (int64_t col = 0; col < c.n; ++col) {
+          expected[c.dst + r * c.dst_row + col] = in[c.src + col * c.src_row + r];
+        }
       }
+      EXPECT_EQ(RunElementwise<float>(*artifact, kDLFloat, std::pair{in, kDLFloat}), expected);
     }
-    EXPECT_EQ(RunElementwise<float>(*artifact, kDLFloat, std::pair{in, kDLFloat}), expected);
   }
 }
 

@@ -116,9 +116,15 @@ TEST(IrVerifierTest, LoopLevelMalformations) {
             "prim_func @add_0: kiln.transpose: rows 2 and 4 apart overlap rows of 4");
   EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], C[0, 0], 4, 4, 4)"),
             "prim_func @add_0: kiln.transpose within one buffer");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], 4, 4, n)"), "ok");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], 4, 4, m)"),
+            "prim_func @add_0: variable m is not a scalar parameter, loop or let variable");
   EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], n, 4, 4)"),
-            "prim_func @add_0: kiln.transpose takes (dst f32 load, src f32 load, n, dst_row, "
-            "src_row constants)");
+            "prim_func @add_0: kiln.transpose takes (dst f32 load, src f32 load, constant n, "
+            "integer dst_row and src_row)");
+  EXPECT_EQ(VerifyEdited(prefetch, "kiln.transpose(C[i, 0], A[0, 0], 4, 4.0, 4)"),
+            "prim_func @add_0: kiln.transpose takes (dst f32 load, src f32 load, constant n, "
+            "integer dst_row and src_row)");
   EXPECT_EQ(VerifyEdited("add_0(h, h, h, n)", "kiln.transpose(n)"),
             "host_func @run: kiln.transpose outside a kernel");
   EXPECT_EQ(VerifyEdited("tmp[0] = 0.0", "tmp[0] = cast<f32>(i)"),
